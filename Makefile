@@ -1,0 +1,38 @@
+# ragmon — the two commands a fresh machine needs:
+#   make demo   run the main job embedded, no external services
+#   make test   install what the tests need, start the real services, run the suite
+PYTHON ?= python3
+VENV   ?= .venv
+BIN    := $(VENV)/bin
+
+.PHONY: demo test bench lint services clean
+
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --upgrade pip
+
+$(VENV)/.runtime: pyproject.toml | $(BIN)/python
+	$(BIN)/python -m pip install -q -e .
+	touch $@
+
+$(VENV)/.dev: pyproject.toml | $(BIN)/python
+	$(BIN)/python -m pip install -q -e '.[dev]'
+	touch $@ $(VENV)/.runtime
+
+demo: $(VENV)/.runtime
+	RAGMON_DEAD_LETTER__PATH=.demo/dead-letters.jsonl $(BIN)/ragmon replay monitor/examples/events.jsonl
+
+services:
+	bash tests/services/install.sh
+
+lint: $(VENV)/.dev
+	$(BIN)/ruff check .
+
+test: $(VENV)/.dev services lint
+	$(BIN)/python -m pytest
+
+bench: $(VENV)/.dev services
+	$(BIN)/python -m bench
+
+clean:
+	rm -rf $(VENV) .demo ragmon-data .pytest_cache .hypothesis

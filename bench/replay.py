@@ -1,0 +1,75 @@
+"""`ragmon replay` throughput on 100k simulator traces (1% broken), as a user runs it.
+
+Runs the real command (subprocess, JSON summary) several times and prints the median records/s,
+with the raw decode loop over the same file beside it as the ceiling.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from bench.gen_events import write_events
+from monitor.config import Limits
+from monitor.decode import Decoder
+from monitor.errors import InvalidInput
+
+DATA = Path(__file__).parent / ".data"
+RUNS = 3
+TRACES = 100_000
+
+
+def events_file(traces: int = TRACES) -> Path:
+    path = DATA / f"events-{traces}.jsonl"
+    if not path.exists():
+        DATA.mkdir(exist_ok=True)
+        partial = path.with_suffix(".partial")
+        with partial.open("wb") as out:
+            write_events(out, traces, bad_ratio=0.01, seed=7)
+        partial.rename(path)
+    return path
+
+
+def replay_once(path: Path) -> dict:
+    with tempfile.TemporaryDirectory() as scratch:
+        summary = Path(scratch) / "summary.json"
+        env = {**os.environ, "RAGMON_DEAD_LETTER__PATH": str(Path(scratch) / "dead.jsonl")}
+        subprocess.run([sys.executable, "-m", "monitor.cli", "replay", str(path), "--json", str(summary)],
+                       env=env, check=True, stdout=subprocess.DEVNULL)
+        return json.loads(summary.read_text())
+
+
+def decode_ceiling(path: Path) -> float:
+    decoder = Decoder(Limits(), clock=time.time)
+    lines = [line.rstrip(b"\n") for line in path.open("rb") if line.strip()]
+    started = time.perf_counter()
+    for line in lines:
+        try:
+            decoder.decode(line)
+        except InvalidInput:
+            pass
+    return len(lines) / (time.perf_counter() - started)
+
+
+def run() -> dict[str, float]:
+    path = events_file()
+    runs = [replay_once(path) for _ in range(RUNS)]
+    rate = statistics.median(r["records_per_second"] for r in runs)
+    ceiling = statistics.median(decode_ceiling(path) for _ in range(RUNS))
+    first = runs[0]
+    print(f"replay: {first['records']} records ({first['accepted']}, rejected {sum(first['rejected'].values())}),"
+          f" median of {RUNS} runs")
+    print(f"  ragmon replay (CLI, end to end)          {rate:>10,.0f} records/s")
+    print(f"  decode loop on the same file (ceiling)   {ceiling:>10,.0f} records/s")
+    print(f"  replay / ceiling                         {rate / ceiling:>10.2f}")
+    return {"replay_records_per_second": rate, "decode_records_per_second": ceiling}
+
+
+if __name__ == "__main__":
+    run()

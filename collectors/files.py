@@ -1,0 +1,263 @@
+"""Files for embedded mode: a JSONL source (file or stdin) and a JSONL dead-letter sink."""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import errno
+import logging
+import os
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import BinaryIO
+
+import msgspec
+
+from monitor.errors import Reason, Retryable
+from monitor.pipeline import Processor
+from monitor.records import RawRecord
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    """Back-off for a batch refused with Retryable: ``initial`` doubling up to ``maximum`` seconds.
+
+    ``attempts`` bounds the tries of one batch (None: retry until shut down).
+    """
+
+    initial: float = 0.5
+    maximum: float = 30.0
+    attempts: int | None = None
+
+    def delays(self):
+        delay, tries = self.initial, 1
+        while self.attempts is None or tries < self.attempts:
+            yield delay
+            delay, tries = min(delay * 2, self.maximum), tries + 1
+
+
+class SourceStopped(Exception):
+    """A source gave up on a batch after its retries; ``position`` is where to resume."""
+
+    def __init__(self, message: str, position: int) -> None:
+        super().__init__(message)
+        self.position = position
+
+
+class JsonlSource:
+    """Reads one record per line from a binary stream and feeds batches to ``process``.
+
+    Acknowledgement is ``on_commit(line, bytes_read)``, called after ``process`` returned for a
+    batch whose last line is ``line``; ``committed_line`` holds the same. Blank lines are skipped.
+    A line longer than ``max_record_bytes`` is not held in memory: its head is kept and its real
+    size travels with it, so the pipeline dead-letters it as too large.
+    """
+
+    def __init__(
+        self,
+        stream: BinaryIO,
+        process: Processor,
+        *,
+        path: str = "-",
+        source: str = "file",
+        batch_size: int = 500,
+        max_record_bytes: int = 1024 * 1024,
+        keep_bytes: int = 65536,
+        retry: RetryPolicy = RetryPolicy(),
+        on_commit: Callable[[int, int], None] | None = None,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> None:
+        self._stream = stream
+        self._process = process
+        self._path = path
+        self._source = source
+        self._batch_size = batch_size
+        self._max_record_bytes = max_record_bytes
+        self._keep_bytes = min(keep_bytes, max_record_bytes + 1)
+        self._retry = retry
+        self._on_commit = on_commit
+        self._sleep = sleep
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._bytes_read = 0
+        self.committed_line = 0
+        self.error: BaseException | None = None
+
+    def run(self) -> None:
+        """Read to the end of the stream (or until shut down). Raises :class:`SourceStopped`."""
+        batch: list[RawRecord] = []
+        line_no = 0
+        while not self._stop.is_set():
+            record = self._next_record(line_no)
+            if record is None:
+                break
+            line_no = record.origin["line"]
+            if record.data.strip():
+                batch.append(record)
+            if len(batch) >= self._batch_size:
+                self._deliver(batch, line_no)
+                batch = []
+        if batch or line_no > self.committed_line:
+            self._deliver(batch, line_no)
+
+    def start(self) -> None:
+        def target() -> None:
+            try:
+                self.run()
+            except BaseException as error:  # kept for the owner; a thread cannot raise to it
+                self.error = error
+
+        self._thread = threading.Thread(target=target, name=f"jsonl-source:{self._path}", daemon=True)
+        self._thread.start()
+
+    def shutdown(self, timeout: float) -> bool:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout)
+            return not self._thread.is_alive()
+        return True
+
+    def wait(self, timeout: float | None = None) -> bool:
+        """Block until a started source has read everything; True when it finished."""
+        if self._thread is not None:
+            self._thread.join(timeout)
+            return not self._thread.is_alive()
+        return True
+
+    def _next_record(self, previous_line: int) -> RawRecord | None:
+        line = self._stream.readline(self._max_record_bytes + 1)
+        if not line:
+            return None
+        self._bytes_read += len(line)
+        number = previous_line + 1
+        origin = {"path": self._path, "line": number}
+        if len(line) <= self._max_record_bytes or line.endswith(b"\n"):
+            return RawRecord(self._source, line.rstrip(b"\r\n"), origin)
+        # An over-long line: keep its head, skip the rest without holding it.
+        size = len(line)
+        head = line[: self._keep_bytes]
+        while not line.endswith(b"\n"):
+            line = self._stream.readline(self._max_record_bytes + 1)
+            if not line:
+                break
+            size += len(line)
+            self._bytes_read += len(line)
+        return RawRecord(self._source, head, origin, size=size)
+
+    def _deliver(self, batch: list[RawRecord], last_line: int) -> None:
+        delays = self._retry.delays()
+        while True:
+            try:
+                if batch:
+                    self._process(batch)
+                break
+            except Retryable as error:
+                delay = next(delays, None)
+                if delay is None or self._stop.is_set():
+                    raise SourceStopped(
+                        f"{self._path}: gave up after retries ({error}); lines up to "
+                        f"{self.committed_line} are processed",
+                        self.committed_line,
+                    ) from error
+                log.warning("batch refused (%s); retrying in %.1f s", error, delay)
+                self._sleep(delay)
+        self.committed_line = last_line
+        if self._on_commit is not None:
+            self._on_commit(last_line, self._bytes_read)
+
+
+class _DeadLetter(msgspec.Struct):
+    time: str
+    source: str
+    reason: str
+    detail: str
+    origin: dict
+    size: int
+    truncated: bool
+    raw_base64: str
+
+
+class JsonlDeadLetterSink:
+    """Appends each rejected record as one JSON line: time, source, reason, detail, origin,
+    size, and the raw bytes (base64, at most ``max_raw_bytes``; ``truncated`` says if cut).
+
+    Writes go straight to the file descriptor so that a failure (disk full, directory gone)
+    leaves no half-written line behind: the file is cut back to its last whole record and
+    :class:`Retryable` is raised, so the source pauses and retries instead of losing anything.
+    """
+
+    def __init__(self, path: Path, max_raw_bytes: int, clock: Callable[[], float] = time.time) -> None:
+        self.path = path
+        self._max_raw_bytes = max_raw_bytes
+        self._clock = clock
+        self._encoder = msgspec.json.Encoder()
+        self._lock = threading.Lock()
+        self._fd: int | None = None
+        self._dirty = False
+        self.written = 0
+
+    def put(self, record: RawRecord, reason: Reason, detail: str) -> None:
+        raw = record.data[: self._max_raw_bytes]
+        size = len(record.data) if record.size is None else record.size
+        line = self._encoder.encode(
+            _DeadLetter(
+                time=datetime.fromtimestamp(self._clock(), UTC).isoformat(timespec="milliseconds"),
+                source=record.source,
+                reason=reason.value,
+                detail=detail,
+                origin=record.origin,
+                size=size,
+                truncated=len(raw) < size,
+                raw_base64=base64.b64encode(raw).decode("ascii"),
+            )
+        )
+        with self._lock:
+            self._append(line + b"\n")
+            self._dirty = True
+            self.written += 1
+
+    def flush(self, timeout: float) -> None:
+        with self._lock:
+            if not self._dirty or self._fd is None:
+                return
+            try:
+                os.fsync(self._fd)
+            except OSError as error:
+                raise Retryable(f"dead-letter file {self.path}: {error.strerror}") from error
+            self._dirty = False
+
+    def shutdown(self) -> None:
+        with self._lock:
+            if self._fd is not None:
+                os.close(self._fd)
+                self._fd = None
+
+    def _append(self, data: bytes) -> None:
+        end: int | None = None
+        try:
+            if self._fd is None:
+                self.path.parent.mkdir(parents=True, exist_ok=True)
+                self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o640)
+            end = os.lseek(self._fd, 0, os.SEEK_END)
+            if os.write(self._fd, data) == len(data):
+                return
+            failure = OSError(errno.ENOSPC, "short write")
+        except OSError as error:
+            failure = error
+        if end is not None and self._fd is not None:
+            with contextlib.suppress(OSError):
+                os.ftruncate(self._fd, end)  # drop the half-written line
+        raise Retryable(f"dead-letter file {self.path}: {failure.strerror}") from failure
+
+
+def read_dead_letters(path: Path) -> list[dict]:
+    """Read back a dead-letter file (for ``ragmon dlq`` and tests)."""
+    decoder = msgspec.json.Decoder(_DeadLetter)
+    with path.open("rb") as handle:
+        return [msgspec.structs.asdict(decoder.decode(line)) for line in handle if line.strip()]

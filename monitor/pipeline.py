@@ -1,0 +1,221 @@
+"""The pipeline core: the contracts between sources, the core and sinks, and the loop that joins them.
+
+::
+
+    Source --RawRecord batch--> Pipeline.process --Observation--> FanOut --> Sink, Sink, ...
+                                      \\--InvalidInput--> DeadLetterSink
+
+Acknowledgement rule (every source obeys it, ``tests/collectors/test_source_contract.py`` checks):
+a source acknowledges (commits an offset, advances a file position, answers 2xx) only after
+``process`` has returned for the batch holding the record. If ``process`` raises
+:class:`~monitor.errors.Retryable`, nothing of that batch is acknowledged and the source retries
+it after a back-off; records are therefore delivered at least once, never lost.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections import Counter
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from monitor.decode import Decoder
+from monitor.errors import InvalidInput, Reason, Retryable
+from monitor.model import Event
+from monitor.records import RawRecord
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(slots=True)
+class Observation:
+    """A decoded, validated event on its way to the sinks."""
+
+    event: Event
+    source: str
+    received_at: float  # Unix seconds when the pipeline accepted it
+
+
+class Sink(Protocol):
+    """Consumes observations. Must be safe to call from several threads.
+
+    ``consume`` raises :class:`Retryable` to refuse an observation it cannot handle now (the
+    batch is then retried); any other exception is a bug: counted, logged, and the other sinks
+    still get the observation. ``flush`` makes everything consumed so far durable (returns False
+    if it could not within ``timeout``); ``shutdown`` releases resources.
+    """
+
+    name: str
+
+    def consume(self, observation: Observation) -> None: ...
+
+    def flush(self, timeout: float) -> bool: ...
+
+    def shutdown(self) -> None: ...
+
+
+class DeadLetterSink(Protocol):
+    """Stores rejected records with their reason, detail, origin and (bounded) raw bytes.
+
+    ``put`` and ``flush`` raise :class:`Retryable` when the record cannot be stored: the source
+    then pauses instead of dropping it.
+    """
+
+    def put(self, record: RawRecord, reason: Reason, detail: str) -> None: ...
+
+    def flush(self, timeout: float) -> None: ...
+
+    def shutdown(self) -> None: ...
+
+
+class Source(Protocol):
+    """Turns a transport into batches of :class:`RawRecord` for a processor given at construction.
+
+    ``start`` returns at once and delivers in the background; ``shutdown`` stops taking new
+    input, lets the batch in flight finish and be acknowledged, and returns whether that happened
+    within ``timeout``.
+    """
+
+    def start(self) -> None: ...
+
+    def shutdown(self, timeout: float) -> bool: ...
+
+
+@dataclass(slots=True)
+class BatchResult:
+    accepted: int = 0
+    rejected: int = 0
+
+
+Processor = Callable[[Sequence[RawRecord]], BatchResult]
+
+
+@dataclass
+class PipelineStats:
+    """Counters of what went through, keyed by closed sets only (source, event type, reason, sink).
+
+    Updated once per batch under a lock; read by the metrics exporter and the CLI summary.
+    """
+
+    accepted: Counter[tuple[str, str]] = field(default_factory=Counter)
+    rejected: Counter[tuple[str, str]] = field(default_factory=Counter)
+    sink_errors: Counter[str] = field(default_factory=Counter)
+    last_event_time: dict[tuple[str, str], float] = field(default_factory=dict)
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    def merge(
+        self,
+        accepted: Counter[tuple[str, str]],
+        rejected: Counter[tuple[str, str]],
+        now: float,
+    ) -> None:
+        with self._lock:
+            self.accepted.update(accepted)
+            self.rejected.update(rejected)
+            for key in accepted:
+                self.last_event_time[key] = now
+
+    def count_sink_error(self, sink: str) -> None:
+        with self._lock:
+            self.sink_errors[sink] += 1
+
+    def snapshot(self) -> tuple[dict[tuple[str, str], int], dict[tuple[str, str], int]]:
+        with self._lock:
+            return dict(self.accepted), dict(self.rejected)
+
+
+class FanOut:
+    """Hands each observation to every sink; one failing sink does not stop the others."""
+
+    def __init__(self, sinks: Sequence[Sink], stats: PipelineStats) -> None:
+        self._sinks = tuple(sinks)
+        self._stats = stats
+
+    def consume(self, observation: Observation) -> None:
+        retry: Retryable | None = None
+        for sink in self._sinks:
+            try:
+                sink.consume(observation)
+            except Retryable as error:
+                retry = error  # the others still consume; the batch is retried as a whole
+            except Exception:
+                self._stats.count_sink_error(sink.name)
+                log.exception("sink %s failed on an observation; it was skipped", sink.name)
+        if retry is not None:
+            raise retry
+
+    def flush(self, timeout: float) -> list[str]:
+        """Flush every sink; return the names of those that could not."""
+        failed = []
+        for sink in self._sinks:
+            try:
+                if not sink.flush(timeout):
+                    failed.append(sink.name)
+            except Retryable:
+                failed.append(sink.name)
+            except Exception:
+                self._stats.count_sink_error(sink.name)
+                log.exception("sink %s failed to flush", sink.name)
+                failed.append(sink.name)
+        return failed
+
+    def shutdown(self) -> None:
+        for sink in self._sinks:
+            try:
+                sink.shutdown()
+            except Exception:
+                log.exception("sink %s failed to shut down", sink.name)
+
+
+class Pipeline:
+    """Decodes a batch, dead-letters what is invalid, fans the rest out, then makes it durable.
+
+    ``process`` is the processor every source calls. It may be called from several threads.
+    """
+
+    def __init__(
+        self,
+        decoder: Decoder,
+        sinks: Sequence[Sink],
+        dead_letters: DeadLetterSink,
+        clock: Callable[[], float],
+        stats: PipelineStats | None = None,
+        flush_timeout: float = 10.0,
+    ) -> None:
+        self.stats = stats or PipelineStats()
+        self._decoder = decoder
+        self._fanout = FanOut(sinks, self.stats)
+        self._dead_letters = dead_letters
+        self._clock = clock
+        self._flush_timeout = flush_timeout
+
+    def process(self, records: Sequence[RawRecord]) -> BatchResult:
+        """Handle one batch. Returns only when its effects are durable.
+
+        Raises :class:`Retryable` if a sink or the dead-letter sink cannot take or persist the
+        batch; the caller must then not acknowledge any record of it.
+        """
+        accepted: Counter[tuple[str, str]] = Counter()
+        rejected: Counter[tuple[str, str]] = Counter()
+        now = self._clock()
+        for record in records:
+            try:
+                event = self._decoder.decode(record.data, record.size)
+            except InvalidInput as error:
+                self._dead_letters.put(record, error.reason, error.detail)
+                rejected[(record.source, error.reason.value)] += 1
+                continue
+            self._fanout.consume(Observation(event, record.source, now))
+            accepted[(record.source, type(event).__struct_config__.tag)] += 1
+        failed = self._fanout.flush(self._flush_timeout)
+        if failed:
+            raise Retryable(f"sinks could not persist the batch: {', '.join(failed)}")
+        self._dead_letters.flush(self._flush_timeout)
+        self.stats.merge(accepted, rejected, now)
+        return BatchResult(sum(accepted.values()), sum(rejected.values()))
+
+    def shutdown(self) -> None:
+        self._fanout.shutdown()
+        self._dead_letters.shutdown()

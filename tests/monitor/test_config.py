@@ -1,0 +1,67 @@
+"""Config: YAML plus environment, errors that name the key, secrets masked."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from monitor.config import ConfigError, effective_config, load_settings, mask_url
+
+
+def write(tmp_path: Path, text: str) -> Path:
+    path = tmp_path / "ragmon.yaml"
+    path.write_text(text)
+    return path
+
+
+def test_defaults_without_file_or_environment():
+    settings = load_settings(environ={})
+    assert settings.limits.max_event_bytes == 1024 * 1024
+    assert settings.database.url.startswith("sqlite:///")
+
+
+def test_environment_overrides_yaml(tmp_path):
+    path = write(tmp_path, "limits:\n  max_id_length: 100\n  max_text_length: 500\n")
+    settings = load_settings(path, environ={"RAGMON_LIMITS__MAX_ID_LENGTH": "64"})
+    assert settings.limits.max_id_length == 64
+    assert settings.limits.max_text_length == 500
+
+
+def test_config_file_from_environment(tmp_path):
+    path = write(tmp_path, "log:\n  level: DEBUG\n")
+    assert load_settings(environ={"RAGMON_CONFIG": str(path)}).log.level == "DEBUG"
+
+
+@pytest.mark.parametrize(
+    ("yaml_text", "environ", "message"),
+    [
+        ("limits:\n  max_event_byte: 10\n", {}, "limits.max_event_byte: unknown key"),
+        ("limitz: {}\n", {}, "limitz: unknown key"),
+        ("limits:\n  max_event_bytes: -3\n", {}, "limits.max_event_bytes: Input should be greater than 0"),
+        ("log:\n  level: LOUD\n", {}, "log.level"),
+        ("", {"RAGMON_LIMITS__MAX_ID_LENGHT": "4"}, "limits.max_id_lenght: unknown key"),
+        ("", {"RAGMON_LIMITS__MAX_ID_LENGTH": "many"}, "limits.max_id_length"),
+        ("", {"RAGMON_NOPE": "1"}, "nope: unknown key"),
+        ("", {"RAGMON_LIMITS__": "1"}, "RAGMON_LIMITS__: empty key"),
+        ("- a\n- b\n", {}, "top level must be a mapping"),
+        ("limits: [\n", {}, "not valid YAML"),
+    ],
+)
+def test_bad_config_is_an_error_naming_the_key(tmp_path, yaml_text, environ, message):
+    with pytest.raises(ConfigError) as caught:
+        load_settings(write(tmp_path, yaml_text), environ=environ)
+    assert message in str(caught.value)
+
+
+def test_missing_file_is_named(tmp_path):
+    with pytest.raises(ConfigError, match="nowhere.yaml"):
+        load_settings(tmp_path / "nowhere.yaml", environ={})
+
+
+def test_effective_config_masks_database_password():
+    settings = load_settings(environ={"RAGMON_DATABASE__URL": "postgresql+psycopg://ragmon:hunter2@db:5432/ragmon"})
+    shown = effective_config(settings)
+    assert shown["database"]["url"] == "postgresql+psycopg://ragmon:****@db:5432/ragmon"
+    assert "hunter2" not in repr(shown)
+    assert mask_url("sqlite:///x.db") == "sqlite:///x.db"

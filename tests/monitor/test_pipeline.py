@@ -1,0 +1,85 @@
+"""Pipeline core: decode, dead-letter, fan-out isolation, retryable propagation, stats."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from monitor.config import Limits
+from monitor.decode import Decoder
+from monitor.errors import Reason, Retryable
+from monitor.memory import MemoryDeadLetters, MemorySink
+from monitor.pipeline import Pipeline
+from monitor.records import RawRecord
+
+NOW = 1_796_000_000.0
+GOOD = json.dumps({"type": "trace", "trace_id": "t1", "time": NOW - 5, "query": "q",
+                   "index": {"name": "policies"}}).encode()
+FEEDBACK = b'{"type":"feedback","trace_id":"t1","kind":"thumb","value":"up"}'
+
+
+def make(*sinks, dead_letters=None):
+    dead_letters = dead_letters or MemoryDeadLetters()
+    pipeline = Pipeline(Decoder(Limits(), lambda: NOW), sinks, dead_letters, clock=lambda: NOW)
+    return pipeline, dead_letters
+
+
+def records(*payloads: bytes, source="file"):
+    return [RawRecord(source, p, {"line": i + 1}) for i, p in enumerate(payloads)]
+
+
+def test_valid_records_reach_every_sink_and_invalid_ones_the_dead_letters():
+    a, b = MemorySink("a"), MemorySink("b")
+    pipeline, dlq = make(a, b)
+    result = pipeline.process(records(GOOD, b"{oops", FEEDBACK))
+    assert (result.accepted, result.rejected) == (2, 1)
+    for sink in (a, b):
+        assert [o.event.trace_id for o in sink.observations] == ["t1", "t1"]
+        assert sink.observations[0].source == "file" and sink.observations[0].received_at == NOW
+        assert sink.flushes == 1
+    assert [(d.reason, d.record.origin) for d in dlq.letters] == [(Reason.MALFORMED_JSON, {"line": 2})]
+    accepted, rejected = pipeline.stats.snapshot()
+    assert accepted == {("file", "trace"): 1, ("file", "feedback"): 1}
+    assert rejected == {("file", "malformed_json"): 1}
+    assert pipeline.stats.last_event_time[("file", "trace")] == NOW
+
+
+def test_a_crashing_sink_does_not_stop_the_others():
+    broken, healthy = MemorySink("broken"), MemorySink("healthy")
+    broken.fail_with = ZeroDivisionError("bug")
+    pipeline, _ = make(broken, healthy)
+    result = pipeline.process(records(GOOD, GOOD))
+    assert result.accepted == 2
+    assert len(healthy.observations) == 2
+    assert pipeline.stats.sink_errors == {"broken": 2}
+
+
+def test_a_retryable_sink_fails_the_batch_after_the_others_consumed():
+    waiting, healthy = MemorySink("waiting"), MemorySink("healthy")
+    waiting.fail_with = Retryable("database down")
+    pipeline, _ = make(waiting, healthy)
+    with pytest.raises(Retryable, match="database down"):
+        pipeline.process(records(GOOD))
+    assert len(healthy.observations) == 1
+    assert pipeline.stats.snapshot() == ({}, {})  # nothing counted for a batch that will be retried
+
+
+def test_a_dead_letter_sink_that_cannot_store_fails_the_batch():
+    dlq = MemoryDeadLetters()
+    dlq.fail_with = Retryable("disk full")
+    pipeline, _ = make(MemorySink(), dead_letters=dlq)
+    with pytest.raises(Retryable, match="disk full"):
+        pipeline.process(records(GOOD, b"not json"))
+    dlq.fail_with = None
+    assert pipeline.process(records(GOOD, b"not json")).rejected == 1
+
+
+def test_a_sink_that_cannot_flush_fails_the_batch():
+    class Unflushable(MemorySink):
+        def flush(self, timeout):
+            return False
+
+    pipeline, _ = make(Unflushable("slow"))
+    with pytest.raises(Retryable, match="slow"):
+        pipeline.process(records(GOOD))

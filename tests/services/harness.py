@@ -1,0 +1,340 @@
+"""Start real services for the integration tests: Apache Kafka (KRaft), PostgreSQL, Prometheus,
+Alertmanager. Each runs on 127.0.0.1, on a free port, in a temporary directory, and is stopped
+(process group killed) when its context ends. ``tests/services/install.sh`` installs them.
+
+A service that does not come up raises :class:`ServiceError` carrying the tail of its log, so a
+failed start explains itself in the test output.
+"""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import glob
+import json
+import os
+import pwd
+import shutil
+import signal
+import socket
+import subprocess
+import tempfile
+import time
+import urllib.request
+import uuid
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+HERE = Path(__file__).parent
+CACHE = Path(os.environ.get("RAGMON_SERVICES_CACHE", Path.home() / ".cache" / "ragmon-services"))
+
+
+class ServiceError(RuntimeError):
+    """A service failed to start; the message holds the end of its log."""
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def http_get(url: str, timeout: float = 2.0) -> bytes:
+    with urllib.request.urlopen(url, timeout=timeout) as response:  # noqa: S310 (loopback only)
+        return response.read()
+
+
+class Service:
+    """A process started in its own process group with its output in ``log_path``."""
+
+    name = "service"
+    start_timeout = 60.0
+
+    def __init__(self) -> None:
+        self.dir = Path(tempfile.mkdtemp(prefix=f"ragmon-{self.name}-"))
+        self.log_path = self.dir / f"{self.name}.log"
+        self.process: subprocess.Popen | None = None
+
+    def __enter__(self):
+        try:
+            self.start()
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+    def start(self) -> None:
+        raise NotImplementedError  # each service defines how it starts
+
+    def _spawn(self, argv: Sequence[str], env: dict[str, str] | None = None, user: str | None = None) -> None:
+        if user is not None:
+            argv = ["runuser", "-u", user, "--", *argv]
+        with self.log_path.open("ab") as log:
+            self.process = subprocess.Popen(
+                list(argv), stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                cwd=self.dir, env={**os.environ, **(env or {})}, start_new_session=True,
+            )
+
+    def _wait_until(self, ready: Callable[[], bool], what: str) -> None:
+        deadline = time.monotonic() + self.start_timeout
+        while time.monotonic() < deadline:
+            if self.process is not None and self.process.poll() is not None:
+                self._fail(f"exited with status {self.process.returncode} before {what}")
+            with contextlib.suppress(Exception):
+                if ready():
+                    return
+            time.sleep(0.25)
+        self._fail(f"not {what} after {self.start_timeout:.0f} s")
+
+    def _fail(self, why: str) -> None:
+        raise ServiceError(f"{self.name} {why}; last lines of {self.log_path}:\n{self.log_tail()}")
+
+    def log_tail(self, lines: int = 60) -> str:
+        try:
+            return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
+        except OSError:
+            return "(no log)"
+
+    def stop(self, grace: float = 20.0) -> None:
+        process, self.process = self.process, None
+        if process is not None and process.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(process.pid, signal.SIGTERM)
+            try:
+                process.wait(grace)
+            except subprocess.TimeoutExpired:
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(process.pid, signal.SIGKILL)
+                process.wait(5)
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+
+def _run(argv: Sequence[str], what: str, cwd: Path | None = None) -> str:
+    done = subprocess.run(list(argv), capture_output=True, text=True, cwd=cwd)
+    if done.returncode != 0:
+        raise ServiceError(f"{what} failed ({done.returncode}):\n{done.stdout}\n{done.stderr}")
+    return done.stdout
+
+
+class Kafka(Service):
+    """A single-node Apache Kafka 4 broker in KRaft mode (broker and controller in one process)."""
+
+    name = "kafka"
+    version_file = HERE / "kafka-pom.xml"
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.port = free_port()
+        self.controller_port = free_port()
+        self.bootstrap_servers = f"127.0.0.1:{self.port}"
+
+    @staticmethod
+    def jars() -> Path:
+        """The broker's jars, fetched by install.sh for the version pinned in kafka-pom.xml."""
+        pom = Kafka.version_file.read_text()
+        version = pom.split("<kafka.version>")[1].split("</kafka.version>")[0]
+        path = CACHE / f"kafka-{version}"
+        if not (path / ".complete").exists():
+            raise ServiceError(f"Kafka {version} jars are missing in {path}: run tests/services/install.sh")
+        return path
+
+    def start(self) -> None:
+        jars = self.jars()
+        properties = self.dir / "server.properties"
+        properties.write_text("\n".join([
+            "process.roles=broker,controller",
+            "node.id=1",
+            f"controller.quorum.bootstrap.servers=127.0.0.1:{self.controller_port}",
+            f"listeners=PLAINTEXT://127.0.0.1:{self.port},CONTROLLER://127.0.0.1:{self.controller_port}",
+            f"advertised.listeners=PLAINTEXT://127.0.0.1:{self.port}",
+            "controller.listener.names=CONTROLLER",
+            "listener.security.protocol.map=CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT",
+            "inter.broker.listener.name=PLAINTEXT",
+            f"log.dirs={self.dir / 'data'}",
+            "num.partitions=1",
+            "offsets.topic.replication.factor=1",
+            "offsets.topic.num.partitions=4",
+            "transaction.state.log.replication.factor=1",
+            "transaction.state.log.min.isr=1",
+            "share.coordinator.state.topic.replication.factor=1",
+            "share.coordinator.state.topic.min.isr=1",
+            "group.initial.rebalance.delay.ms=0",
+            "auto.create.topics.enable=true",
+            "",
+        ]))
+        log4j = self.dir / "log4j2.properties"
+        log4j.write_text("\n".join([
+            "appender.out.type=Console", "appender.out.name=out",
+            "appender.out.layout.type=PatternLayout", "appender.out.layout.pattern=[%d] %p %m (%c)%n",
+            "rootLogger.level=WARN", "rootLogger.appenderRef.out.ref=out", "",
+        ]))
+        classpath = f"{jars}/*"
+        cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode()
+        java = shutil.which("java") or "java"
+        _run([java, "-cp", classpath, f"-Dlog4j2.configurationFile={log4j}", "kafka.tools.StorageTool",
+              "format", "--standalone", "-t", cluster_id, "-c", str(properties)], "kafka storage format")
+        self._spawn([java, "-Xms256m", "-Xmx768m", "-cp", classpath, f"-Dlog4j2.configurationFile={log4j}",
+                     "kafka.Kafka", str(properties)])
+        self._wait_until(self._ready, "ready")
+
+    def _ready(self) -> bool:
+        from kafka import KafkaAdminClient
+
+        admin = KafkaAdminClient(bootstrap_servers=self.bootstrap_servers, request_timeout_ms=3000)
+        try:
+            admin.list_topics()
+            return True
+        finally:
+            admin.close()
+
+
+class Postgres(Service):
+    """A private PostgreSQL cluster (Debian's binaries) with trust auth on 127.0.0.1."""
+
+    name = "postgres"
+    start_timeout = 30.0
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.port = free_port()
+        self.url = f"postgresql+psycopg://postgres@127.0.0.1:{self.port}/postgres"
+
+    @staticmethod
+    def bindir() -> Path:
+        found = sorted(glob.glob("/usr/lib/postgresql/*/bin/postgres"), key=lambda p: int(p.split("/")[4]))
+        if not found:
+            raise ServiceError("PostgreSQL server binaries are missing: run tests/services/install.sh")
+        return Path(found[-1]).parent
+
+    def start(self) -> None:
+        bindir = self.bindir()
+        data = self.dir / "data"
+        # PostgreSQL refuses to run as root; as root, run it as the packaged `postgres` user.
+        user = None
+        if os.geteuid() == 0:
+            user = "postgres"
+            entry = pwd.getpwnam(user)
+            os.chown(self.dir, entry.pw_uid, entry.pw_gid)
+            self.log_path.touch()
+            os.chown(self.log_path, entry.pw_uid, entry.pw_gid)
+        initdb = [str(bindir / "initdb"), "-D", str(data), "-U", "postgres", "--auth=trust",
+                  "--encoding=UTF8", "--no-sync"]
+        if user:
+            initdb = ["runuser", "-u", user, "--", *initdb]
+        _run(initdb, "initdb", cwd=self.dir)
+        self._spawn([str(bindir / "postgres"), "-D", str(data), "-p", str(self.port),
+                     "-c", "listen_addresses=127.0.0.1", "-c", f"unix_socket_directories={self.dir}",
+                     "-c", "fsync=off", "-c", "max_connections=100"], user=user)
+        self._wait_until(self._ready, "accepting connections")
+
+    def _ready(self) -> bool:
+        import psycopg
+
+        with psycopg.connect(host="127.0.0.1", port=self.port, user="postgres", dbname="postgres",
+                             connect_timeout=2) as connection:
+            connection.execute("select 1")
+        return True
+
+    def create_database(self, name: str) -> str:
+        """A fresh database on this cluster; returns its SQLAlchemy URL."""
+        import psycopg
+
+        with psycopg.connect(host="127.0.0.1", port=self.port, user="postgres", dbname="postgres",
+                             autocommit=True) as connection:
+            connection.execute(f'create database "{name}"')
+        return f"postgresql+psycopg://postgres@127.0.0.1:{self.port}/{name}"
+
+
+class Prometheus(Service):
+    """Prometheus with a generated config; scrape targets and rule files can be changed live."""
+
+    name = "prometheus"
+    start_timeout = 30.0
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.config_path = self.dir / "prometheus.yml"
+
+    def write_config(self, targets: Sequence[str] = (), rule_files: Sequence[str] = (),
+                     alertmanager: str | None = None, interval: str = "1s") -> Path:
+        """Write the config (self-scrape plus ``targets`` as job ``ragmon``)."""
+        config: dict = {
+            "global": {"scrape_interval": interval, "evaluation_interval": interval},
+            "scrape_configs": [
+                {"job_name": "prometheus", "static_configs": [{"targets": [f"127.0.0.1:{self.port}"]}]},
+            ],
+        }
+        if targets:
+            config["scrape_configs"].append({"job_name": "ragmon", "static_configs": [{"targets": list(targets)}]})
+        if rule_files:
+            config["rule_files"] = list(rule_files)
+        if alertmanager:
+            config["alerting"] = {"alertmanagers": [{"static_configs": [{"targets": [alertmanager]}]}]}
+        # JSON is YAML: no YAML library needed here
+        self.config_path.write_text(json.dumps(config, indent=2))
+        return self.config_path
+
+    def start(self) -> None:
+        if not self.config_path.exists():
+            self.write_config()
+        self.check_config()
+        self._spawn(["prometheus", f"--config.file={self.config_path}", f"--storage.tsdb.path={self.dir / 'data'}",
+                     f"--web.listen-address=127.0.0.1:{self.port}", "--web.enable-lifecycle",
+                     "--log.level=warn"])
+        self._wait_until(lambda: http_get(f"{self.url}/-/ready") is not None, "ready")
+
+    def check_config(self) -> str:
+        return _run(["promtool", "check", "config", str(self.config_path)], "promtool check config")
+
+    def reload(self) -> None:
+        self.check_config()
+        request = urllib.request.Request(f"{self.url}/-/reload", method="POST")
+        urllib.request.urlopen(request, timeout=5).close()  # noqa: S310 (loopback only)
+
+    def query(self, promql: str) -> list[dict]:
+        """Instant query; returns the result vector."""
+        from urllib.parse import urlencode
+
+        body = json.loads(http_get(f"{self.url}/api/v1/query?{urlencode({'query': promql})}"))
+        if body.get("status") != "success":
+            raise ServiceError(f"query {promql!r} failed: {body}")
+        return body["data"]["result"]
+
+
+class Alertmanager(Service):
+    """Alertmanager, clustering off, routing everything to an optional webhook URL."""
+
+    name = "alertmanager"
+    start_timeout = 30.0
+
+    def __init__(self, webhook_url: str | None = None) -> None:
+        super().__init__()
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.webhook_url = webhook_url
+
+    def start(self) -> None:
+        receiver: dict = {"name": "default"}
+        if self.webhook_url:
+            receiver["webhook_configs"] = [{"url": self.webhook_url, "send_resolved": True}]
+        config = {"route": {"receiver": "default", "group_wait": "1s", "group_interval": "1s",
+                            "repeat_interval": "1h"},
+                  "receivers": [receiver]}
+        path = self.dir / "alertmanager.yml"
+        path.write_text(json.dumps(config, indent=2))
+        binary = shutil.which("prometheus-alertmanager") or shutil.which("alertmanager") or "alertmanager"
+        self._spawn([binary, f"--config.file={path}", f"--storage.path={self.dir / 'data'}",
+                     f"--web.listen-address=127.0.0.1:{self.port}", "--cluster.listen-address=",
+                     "--log.level=warn"])
+        self._wait_until(lambda: json.loads(http_get(f"{self.url}/api/v2/status")) is not None, "ready")
+
+    def status(self) -> dict:
+        return json.loads(http_get(f"{self.url}/api/v2/status"))
+
+    def alerts(self) -> list[dict]:
+        return json.loads(http_get(f"{self.url}/api/v2/alerts"))

@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# Installs the real services the integration tests run against, when they are missing:
+#   PostgreSQL server, Prometheus + promtool, Alertmanager (Debian packages),
+#   Apache Kafka broker jars (Maven Central, cached outside the repository).
+# Idempotent: a second run on a prepared machine only checks and returns.
+set -euo pipefail
+here="$(cd "$(dirname "$0")" && pwd)"
+cache="${RAGMON_SERVICES_CACHE:-$HOME/.cache/ragmon-services}"
+kafka_version="$(sed -n 's:.*<kafka.version>\(.*\)</kafka.version>.*:\1:p' "$here/kafka-pom.xml")"
+mkdir -p "$cache"
+
+need_apt=()
+[ -x /usr/lib/postgresql/15/bin/postgres ] || ls /usr/lib/postgresql/*/bin/postgres >/dev/null 2>&1 || need_apt+=(postgresql)
+command -v prometheus >/dev/null || need_apt+=(prometheus)
+command -v promtool >/dev/null || need_apt+=(prometheus)
+command -v prometheus-alertmanager >/dev/null || command -v alertmanager >/dev/null || need_apt+=(prometheus-alertmanager)
+if [ ${#need_apt[@]} -gt 0 ]; then
+  echo "installing Debian packages: ${need_apt[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq
+  # --no-install-recommends keeps node exporters and docs out; policy-rc.d stops the
+  # packages from starting system-wide daemons: the tests start private instances.
+  printf '#!/bin/sh\nexit 101\n' > /usr/sbin/policy-rc.d && chmod +x /usr/sbin/policy-rc.d
+  apt-get install -y -qq --no-install-recommends "${need_apt[@]}" >/dev/null
+  rm -f /usr/sbin/policy-rc.d
+fi
+
+kafka_dir="$cache/kafka-$kafka_version"
+if [ ! -f "$kafka_dir/.complete" ]; then
+  echo "fetching Apache Kafka $kafka_version jars into $kafka_dir"
+  rm -rf "$kafka_dir" && mkdir -p "$kafka_dir"
+  mvn -q -B -f "$here/kafka-pom.xml" dependency:copy-dependencies \
+      -DoutputDirectory="$kafka_dir" -DincludeScope=runtime
+  touch "$kafka_dir/.complete"
+fi
+echo "services ready: kafka $kafka_version in $kafka_dir"

@@ -1,0 +1,71 @@
+"""The ragmon CLI through click's runner."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from click.testing import CliRunner
+
+from collectors.files import read_dead_letters
+from monitor.cli import EXAMPLE_EVENTS, main
+from monitor.simulate import CORRUPTIONS
+
+
+def run(args, tmp_path: Path, env=None, input=None):
+    environ = {"RAGMON_DEAD_LETTER__PATH": str(tmp_path / "dead.jsonl"), **(env or {})}
+    return CliRunner().invoke(main, args, env=environ, input=input, catch_exceptions=False)
+
+
+def test_replay_of_the_bundled_example_counts_every_record(tmp_path):
+    summary_file = tmp_path / "summary.json"
+    result = run(["replay", str(EXAMPLE_EVENTS), "--json", str(summary_file)], tmp_path)
+    assert result.exit_code == 0, result.output
+    lines = EXAMPLE_EVENTS.read_bytes().count(b"\n")
+    summary = json.loads(summary_file.read_text())
+    assert summary["records"] == lines
+    assert set(summary["accepted"]) == {"trace", "feedback", "document", "index"}
+    assert set(summary["rejected"]) == set(CORRUPTIONS.values())  # the example breaks records every way
+    assert "replay summary" in result.output and "records/s" in result.output
+    letters = read_dead_letters(tmp_path / "dead.jsonl")
+    assert len(letters) == sum(summary["rejected"].values())
+    assert all(letter["origin"]["line"] >= 1 for letter in letters)
+
+
+def test_replay_from_stdin(tmp_path):
+    data = b'{"type":"feedback","trace_id":"t","kind":"copy"}\n{"type":"nope"}\n'
+    summary_file = tmp_path / "s.json"
+    result = run(["replay", "-", "--json", str(summary_file)], tmp_path, input=data)
+    assert result.exit_code == 0, result.output
+    summary = json.loads(summary_file.read_text())
+    assert summary["accepted"] == {"feedback": 1} and summary["rejected"] == {"unknown_type": 1}
+
+
+def test_replay_stops_with_an_error_when_the_dead_letter_file_cannot_be_written(tmp_path):
+    blocker = tmp_path / "blocker"
+    blocker.write_text("")
+    result = CliRunner().invoke(
+        main, ["replay", "-", "--retries", "2"], input=b"not json\n",
+        env={"RAGMON_DEAD_LETTER__PATH": str(blocker / "dead.jsonl")},
+    )
+    assert result.exit_code == 1
+    assert "gave up after retries" in result.output
+
+
+def test_config_check_prints_masked_config(tmp_path):
+    config = tmp_path / "ragmon.yaml"
+    config.write_text("database:\n  url: postgresql+psycopg://ragmon:hunter2@db/ragmon\n")
+    result = run(["--config", str(config), "config", "check", "--json"], tmp_path)
+    assert result.exit_code == 0, result.output
+    assert "hunter2" not in result.output
+    shown = json.loads(result.output[: result.output.rindex("}") + 1])
+    assert shown["database"]["url"] == "postgresql+psycopg://ragmon:****@db/ragmon"
+    assert shown["dead_letter"]["path"] == str(tmp_path / "dead.jsonl")  # environment wins
+
+
+def test_config_check_names_the_bad_key(tmp_path):
+    config = tmp_path / "ragmon.yaml"
+    config.write_text("limits:\n  max_event_bites: 5\n")
+    result = run(["--config", str(config), "config", "check"], tmp_path)
+    assert result.exit_code == 2
+    assert "limits.max_event_bites: unknown key" in result.output
