@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 from click.testing import CliRunner
@@ -12,8 +13,13 @@ from monitor.cli import EXAMPLE_EVENTS, main
 from monitor.simulate import CORRUPTIONS
 
 
-def run(args, tmp_path: Path, env=None, input=None):
-    environ = {"RAGMON_DEAD_LETTER__PATH": str(tmp_path / "dead.jsonl"), **(env or {})}
+def clean_env(**env) -> dict:
+    """The runner's environment: the outer RAGMON_ variables removed, then ``env``."""
+    return {**{k: None for k in os.environ if k.startswith("RAGMON_")}, **env}
+
+
+def run(args, tmp_path: Path, input=None):
+    environ = clean_env(RAGMON_DEAD_LETTER__PATH=str(tmp_path / "dead.jsonl"))
     return CliRunner().invoke(main, args, env=environ, input=input, catch_exceptions=False)
 
 
@@ -46,7 +52,7 @@ def test_replay_stops_with_an_error_when_the_dead_letter_file_cannot_be_written(
     blocker.write_text("")
     result = CliRunner().invoke(
         main, ["replay", "-", "--retries", "2"], input=b"not json\n",
-        env={"RAGMON_DEAD_LETTER__PATH": str(blocker / "dead.jsonl")},
+        env=clean_env(RAGMON_DEAD_LETTER__PATH=str(blocker / "dead.jsonl")),
     )
     assert result.exit_code == 1
     assert "gave up after retries" in result.output

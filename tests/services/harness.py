@@ -26,7 +26,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 HERE = Path(__file__).parent
-CACHE = Path(os.environ.get("RAGMON_SERVICES_CACHE", Path.home() / ".cache" / "ragmon-services"))
+CACHE = Path(os.environ.get("SERVICES_CACHE_DIR", Path.home() / ".cache" / "ragmon-services"))
 
 
 class ServiceError(RuntimeError):

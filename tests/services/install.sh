@@ -5,7 +5,7 @@
 # Idempotent: a second run on a prepared machine only checks and returns.
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
-cache="${RAGMON_SERVICES_CACHE:-$HOME/.cache/ragmon-services}"
+cache="${SERVICES_CACHE_DIR:-$HOME/.cache/ragmon-services}"
 kafka_version="$(sed -n 's:.*<kafka.version>\(.*\)</kafka.version>.*:\1:p' "$here/kafka-pom.xml")"
 mkdir -p "$cache"
 
