@@ -20,7 +20,7 @@ $(VENV)/.dev: pyproject.toml | $(BIN)/python
 	touch $@ $(VENV)/.runtime
 
 demo: $(VENV)/.runtime
-	RAGMON_DEAD_LETTER__PATH=.demo/dead-letters.jsonl $(BIN)/ragmon replay monitor/examples/events.jsonl
+	$(BIN)/ragmon demo
 
 services:
 	bash tests/services/install.sh

@@ -17,7 +17,7 @@ from rich.table import Table
 from collectors.files import JsonlSource, RetryPolicy, SourceStopped
 from monitor import logs
 from monitor.config import ConfigError, Settings, effective_config, load_settings
-from monitor.wiring import build_pipeline
+from monitor.wiring import build_runtime
 
 EXAMPLE_EVENTS = Path(__file__).parent / "examples" / "events.jsonl"
 
@@ -79,7 +79,8 @@ def replay(ctx: click.Context, file: Path, batch_size: int, retries: int, json_o
     Rejected records go to the dead-letter file; a table of accepted and rejected counts follows.
     """
     settings = _settings(ctx)
-    pipeline = build_pipeline(settings)
+    runtime = build_runtime(settings)
+    pipeline = runtime.pipeline
     stdin = str(file) == "-"
     total = None if stdin else file.stat().st_size
     stream = sys.stdin.buffer if stdin else file.open("rb")
@@ -102,7 +103,7 @@ def replay(ctx: click.Context, file: Path, batch_size: int, retries: int, json_o
         errors.print(f"[red]error:[/red] {error}", highlight=False)
         ctx.exit(1)
     finally:
-        pipeline.shutdown()
+        runtime.close()
         if not stdin:
             stream.close()
     elapsed = time.perf_counter() - started
@@ -141,6 +142,96 @@ def _print_replay(summary: dict) -> None:
                   f"({rate if rate is not None else '-'} records/s)")
     if summary["dead_letter_file"]:
         console.print(f"rejected records are in {summary['dead_letter_file']}")
+
+
+@main.command()
+@click.option("--host", help="Address to listen on (default from config: http.host).")
+@click.option("--port", type=int, help="Port to listen on (default from config: http.port).")
+@click.pass_context
+def serve(ctx: click.Context, host: str | None, port: int | None) -> None:
+    """Run the monitor: HTTP ingest, /metrics and health on one port (embedded mode).
+
+    Stops gracefully on SIGTERM or Ctrl-C: requests in flight finish and are persisted first.
+    """
+    import uvicorn
+
+    from collectors.http import build_app
+
+    settings = _settings(ctx)
+    runtime = build_runtime(settings)
+    token = settings.http.token.get_secret_value() if settings.http.token else None
+    app = build_app(runtime.pipeline.process, runtime.registry, runtime.ready, token=token,
+                    max_body_bytes=settings.http.max_body_bytes, max_pending=settings.http.max_pending_requests,
+                    on_shutdown=runtime.close)
+    host = host or settings.http.host
+    port = port or settings.http.port
+    errors.print(f"ragmon serving on http://{host}:{port} (POST /v1/events, GET /metrics, /healthz, /readyz)")
+    server = uvicorn.Server(uvicorn.Config(app, host=host, port=port, log_config=None, access_log=False,
+                                           timeout_graceful_shutdown=30))
+    server.run()
+
+
+@main.command()
+@click.option("--traces", default=30_000, show_default=True, help="Simulated traces.")
+@click.option("--seconds", default=45.0, show_default=True, help="Wall-clock time to spread them over.")
+@click.option("--json", "json_out", type=click.Path(path_type=Path), help="Also write the findings as JSON.")
+@click.pass_context
+def demo(ctx: click.Context, traces: int, seconds: float, json_out: Path | None) -> None:
+    """Run the whole monitor on simulated multi-tenant traffic with injected incidents.
+
+    Needs no external service: the store is a temporary SQLite file. Ends by itself.
+    """
+    import tempfile
+
+    from exporters.prometheus import metric_sum
+    from monitor.demo import Demo, default_incidents, print_report
+    from monitor.simulate import Simulator
+
+    base = _settings(ctx)
+    with tempfile.TemporaryDirectory(prefix="ragmon-demo-") as scratch:
+        settings = base.model_copy(update={
+            "database": base.database.model_copy(update={"url": f"sqlite:///{scratch}/demo.db"}),
+            "dead_letter": base.dead_letter.model_copy(update={"path": Path(scratch) / "dead-letters.jsonl"}),
+        })
+        # Simulated time runs faster than the wall clock: a few days pass in under a minute.
+        simulator = Simulator(start=time.time() - 5 * 86400, rate=0.1, incidents=default_incidents(traces))
+        runtime = build_runtime(settings, clock=lambda: simulator.now)
+        try:
+            report = Demo(simulator, runtime.pipeline.process,
+                          lambda name, **labels: metric_sum(runtime.registry, name, **labels),
+                          console, traces, seconds).run()
+        finally:
+            runtime.close()
+    print_report(console, report)
+    if json_out is not None:
+        json_out.write_text(json.dumps({
+            "traces": report.traces, "simulated_hours": round(report.simulated_hours, 1),
+            "findings": [{"incident": f.incident.kind, "tenant": f.incident.tenant, "index": f.incident.index,
+                          "detected": f.detected, "evidence": f.evidence} for f in report.findings],
+        }, indent=2) + "\n")
+    if not report.all_detected:
+        ctx.exit(1)
+
+
+@main.group()
+def db() -> None:
+    """The SQL store."""
+
+
+@db.command("upgrade")
+@click.pass_context
+def db_upgrade(ctx: click.Context) -> None:
+    """Apply the schema migrations to the configured database."""
+    from monitor.config import mask_url
+    from monitor.store import current_revision, make_engine, upgrade
+
+    settings = _settings(ctx)
+    engine = make_engine(settings.database.url)
+    before = current_revision(engine)
+    upgrade(engine)
+    after = current_revision(engine)
+    engine.dispose()
+    console.print(f"{mask_url(settings.database.url)}: schema {before or 'empty'} -> {after}")
 
 
 if __name__ == "__main__":

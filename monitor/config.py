@@ -9,13 +9,23 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
 from urllib.parse import urlsplit, urlunsplit
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, PositiveFloat, PositiveInt, SecretStr, ValidationError
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    PositiveFloat,
+    PositiveInt,
+    SecretStr,
+    ValidationError,
+    field_validator,
+)
 
 ENV_PREFIX = "RAGMON_"
 ENV_CONFIG_FILE = "RAGMON_CONFIG"  # path of the YAML file, when --config is not given
@@ -65,6 +75,74 @@ class DatabaseConfig(_Section):
     )
 
 
+DEFAULT_REFUSALS = [
+    r"\bI (?:do not|don't|cannot|can't|could not|couldn't) (?:know|find|answer|say|help)",
+    r"\b(?:no|not enough) (?:relevant )?(?:information|context|sources?|documents?)\b",
+    r"\bnot (?:mentioned|covered|found|available) in the (?:provided |available )?(?:documents?|sources?|context)",
+    r"\bI(?:'m| am) (?:not able|unable) to (?:find|answer|help)",
+    r"\bI have no information\b",
+]
+
+
+class SignalsConfig(_Section):
+    """How the online signals are computed (SPEC §2)."""
+
+    low_score_thresholds: dict[str, dict[str, float]] = Field(
+        default_factory=dict,
+        description="Top-score thresholds per index and retriever, e.g. {policies: {vector: 0.55}}. "
+        "Without one, the trailing percentile below applies.",
+    )
+    low_score_percentile: float = Field(5.0, gt=0, lt=100, description="Trailing percentile used without a threshold.")
+    low_score_min_samples: PositiveInt = Field(500, description="Scores seen before the trailing percentile applies.")
+    low_score_window: PositiveInt = Field(5000, description="Trailing scores kept per index and retriever.")
+    keyword_retrievers: list[str] = Field(
+        default_factory=lambda: ["bm25", "keyword", "sparse"], description="Retriever names that are keyword search."
+    )
+    refusal_patterns: list[str] = Field(
+        default_factory=lambda: list(DEFAULT_REFUSALS),
+        description="Regular expressions (case-insensitive) that mark an answer as an abstention when the "
+        "trace does not say.",
+    )
+    rephrase_window_seconds: PositiveFloat = Field(
+        120.0, description="A question asked again within this many seconds is a rephrase."
+    )
+    rephrase_min_jaccard: float = Field(0.6, gt=0, le=1, description="Token-set Jaccard similarity of a rephrase.")
+    rephrase_callers: PositiveInt = Field(100_000, description="Callers remembered for rephrase detection.")
+    recent_traces: PositiveInt = Field(200_000, description="Traces remembered to join late feedback to.")
+
+    @field_validator("refusal_patterns")
+    @classmethod
+    def _patterns_compile(cls, patterns: list[str]) -> list[str]:
+        for i, pattern in enumerate(patterns):
+            try:
+                re.compile(pattern)
+            except re.error as error:
+                raise ValueError(f"pattern {i} is not a valid regular expression: {error}") from None
+        return patterns
+
+
+class LabelsConfig(_Section):
+    """Caps on metric label values (SPEC §3): an allowlist, else the first N seen, then `other`."""
+
+    tenants: list[str] = Field(default_factory=list, description="Tenants always given their own label value.")
+    indexes: list[str] = Field(default_factory=list, description="Indexes always given their own label value.")
+    max_tenants: PositiveInt = Field(50, description="Tenant label values besides the allowlist.")
+    max_indexes: PositiveInt = Field(50, description="Index label values besides the allowlist.")
+    max_retrievers: PositiveInt = Field(10, description="Retriever label values.")
+
+
+class HttpConfig(_Section):
+    """The one HTTP port of `ragmon serve`: ingest, metrics, health."""
+
+    host: str = Field("127.0.0.1", description="Address to listen on (0.0.0.0 in a container).")
+    port: int = Field(4318, ge=1, le=65535, description="Port to listen on.")
+    token: SecretStr | None = Field(None, description="Bearer token required on ingest endpoints, if set.")
+    max_body_bytes: PositiveInt = Field(16 * 1024 * 1024, description="Largest request body accepted.")
+    max_pending_requests: PositiveInt = Field(
+        64, description="Ingest requests waiting or in progress; beyond it, 503 with Retry-After."
+    )
+
+
 class LogConfig(_Section):
     level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = Field("INFO", description="Log level.")
     format: Literal["text", "json"] = Field("text", description="Log line format.")
@@ -76,6 +154,9 @@ class Settings(_Section):
     limits: Limits = Limits()
     dead_letter: DeadLetterConfig = DeadLetterConfig()
     database: DatabaseConfig = DatabaseConfig()
+    signals: SignalsConfig = SignalsConfig()
+    labels: LabelsConfig = LabelsConfig()
+    http: HttpConfig = HttpConfig()
     log: LogConfig = LogConfig()
 
 

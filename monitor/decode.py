@@ -59,6 +59,16 @@ def _classify(error: msgspec.ValidationError) -> InvalidInput:
     return InvalidInput(Reason.INVALID_VALUE, f"`{path}`: invalid value", path)
 
 
+def _well_formed(data: bytes) -> bool:
+    try:
+        msgspec.json.decode(data)
+    except msgspec.DecodeError as error:
+        return "out of range" in str(error)  # valid JSON syntax, a number no float can hold
+    except RecursionError:
+        return False
+    return True
+
+
 def _is_time_path(path: str) -> bool:
     return path.endswith(("time", "_at"))
 
@@ -90,6 +100,10 @@ class Decoder:
         try:
             event = self._decoder.decode(data)
         except msgspec.ValidationError as error:
+            # Typed decoding stops at the first wrong type; a record that is also not JSON at
+            # all is reported as malformed, the more basic fault.
+            if not _well_formed(data):
+                raise InvalidInput(Reason.MALFORMED_JSON, "not valid JSON") from None
             raise _classify(error) from None
         except msgspec.DecodeError as error:
             raise InvalidInput(Reason.MALFORMED_JSON, str(error)) from None

@@ -25,17 +25,21 @@ from monitor.decode import Decoder
 from monitor.errors import InvalidInput, Reason, Retryable
 from monitor.model import Event
 from monitor.records import RawRecord
+from monitor.signals.results import Signals
+
+Analyzer = Callable[[Event], Signals | None]
 
 log = logging.getLogger(__name__)
 
 
 @dataclass(slots=True)
 class Observation:
-    """A decoded, validated event on its way to the sinks."""
+    """A decoded, validated event and what the signals found in it, on its way to the sinks."""
 
     event: Event
     source: str
     received_at: float  # Unix seconds when the pipeline accepted it
+    signals: Signals | None = None
 
 
 class Sink(Protocol):
@@ -84,9 +88,17 @@ class Source(Protocol):
 
 
 @dataclass(slots=True)
+class Rejection:
+    position: int  # index of the record in its batch
+    reason: str
+    detail: str
+
+
+@dataclass(slots=True)
 class BatchResult:
     accepted: int = 0
     rejected: int = 0
+    rejections: list[Rejection] = field(default_factory=list)
 
 
 Processor = Callable[[Sequence[RawRecord]], BatchResult]
@@ -170,9 +182,12 @@ class FanOut:
 
 
 class Pipeline:
-    """Decodes a batch, dead-letters what is invalid, fans the rest out, then makes it durable.
+    """Decodes a batch, dead-letters what is invalid, computes signals, fans the rest out, then
+    makes it durable.
 
-    ``process`` is the processor every source calls. It may be called from several threads.
+    ``process`` is the processor every source calls. It may be called from several threads;
+    batches are processed one at a time, because the signals keep state (catalog, baselines,
+    recent callers) that must see events in order.
     """
 
     def __init__(
@@ -181,11 +196,14 @@ class Pipeline:
         sinks: Sequence[Sink],
         dead_letters: DeadLetterSink,
         clock: Callable[[], float],
+        analyze: Analyzer | None = None,
         stats: PipelineStats | None = None,
         flush_timeout: float = 10.0,
     ) -> None:
         self.stats = stats or PipelineStats()
         self._decoder = decoder
+        self._analyze = analyze
+        self._lock = threading.Lock()
         self._fanout = FanOut(sinks, self.stats)
         self._dead_letters = dead_letters
         self._clock = clock
@@ -197,24 +215,32 @@ class Pipeline:
         Raises :class:`Retryable` if a sink or the dead-letter sink cannot take or persist the
         batch; the caller must then not acknowledge any record of it.
         """
+        with self._lock:
+            return self._process(records)
+
+    def _process(self, records: Sequence[RawRecord]) -> BatchResult:
         accepted: Counter[tuple[str, str]] = Counter()
         rejected: Counter[tuple[str, str]] = Counter()
         now = self._clock()
-        for record in records:
+        analyze = self._analyze
+        rejections: list[Rejection] = []
+        for position, record in enumerate(records):
             try:
                 event = self._decoder.decode(record.data, record.size)
             except InvalidInput as error:
                 self._dead_letters.put(record, error.reason, error.detail)
                 rejected[(record.source, error.reason.value)] += 1
+                rejections.append(Rejection(position, error.reason.value, error.detail))
                 continue
-            self._fanout.consume(Observation(event, record.source, now))
+            signals = analyze(event) if analyze is not None else None
+            self._fanout.consume(Observation(event, record.source, now, signals))
             accepted[(record.source, type(event).__struct_config__.tag)] += 1
         failed = self._fanout.flush(self._flush_timeout)
         if failed:
             raise Retryable(f"sinks could not persist the batch: {', '.join(failed)}")
         self._dead_letters.flush(self._flush_timeout)
         self.stats.merge(accepted, rejected, now)
-        return BatchResult(sum(accepted.values()), sum(rejected.values()))
+        return BatchResult(sum(accepted.values()), len(rejections), rejections)
 
     def shutdown(self) -> None:
         self._fanout.shutdown()

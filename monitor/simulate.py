@@ -10,10 +10,11 @@ that describes the corpus. Deterministic for a given seed and start time.
 from __future__ import annotations
 
 import random
-from collections.abc import Iterator
+from collections import Counter
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, Literal
 
 TOPICS = {
     "policies": ["vacation carry-over", "parental leave", "remote work", "expense limits", "travel booking",
@@ -47,6 +48,15 @@ class Document:
     acl: list[str]
     chunks: int
     embedding_model: str
+    # What the index holds: behind `version` while the index is stale.
+    indexed_version: int = 0
+    indexed_at: float = 0.0
+    indexed_source_time: float = 0.0  # when the indexed version was made at the source
+
+    def __post_init__(self) -> None:
+        self.indexed_version = self.indexed_version or self.version
+        self.indexed_source_time = self.indexed_source_time or self.modified_at
+        self.indexed_at = self.indexed_at or self.modified_at + 600
 
 
 @dataclass
@@ -54,6 +64,33 @@ class Caller:
     id: str
     tenant: str
     groups: list[str]
+
+
+IncidentKind = Literal["stale_index", "leak", "no_answer_spike", "reembedding"]
+
+
+@dataclass(frozen=True)
+class Incident:
+    """Something going wrong in the simulated system, from trace number ``start`` to ``end``.
+
+    - ``stale_index``: at ``start``, half the documents of (tenant, index) change at the source and
+      are never re-indexed; old versions keep being served.
+    - ``leak``: each trace of (tenant, index) gets, with probability ``rate``, a passage in its
+      candidates and its context that the caller may not read.
+    - ``no_answer_spike``: the abstention rate of (tenant, index) becomes ``rate``.
+    - ``reembedding``: at ``start``, half the documents of (tenant, index) are re-embedded with
+      another model and the re-embedding stops there.
+    """
+
+    kind: IncidentKind
+    tenant: str
+    index: str
+    start: int
+    end: int | None = None
+    rate: float = 1.0
+
+    def active(self, n: int) -> bool:
+        return self.start <= n and (self.end is None or n < self.end)
 
 
 @dataclass
@@ -71,13 +108,17 @@ class Simulator:
     abstain_probability: float = 0.06
     candidates_per_retriever: int = 5
     context_size: int = 5
+    incidents: Sequence[Incident] = ()
     documents: dict[tuple[str, str], list[Document]] = field(init=False)
     callers: dict[str, list[Caller]] = field(init=False)
+    #: ground truth of what the incidents injected, e.g. ("leak_context", tenant, index) -> traces
+    injected: Counter = field(init=False)
 
     def __post_init__(self) -> None:
         self.rng = random.Random(self.seed)
         self.now = self.start
         self._serial = 0
+        self.injected = Counter()
         self.documents = {}
         self.callers = {}
         for tenant in self.tenants:
@@ -103,27 +144,31 @@ class Simulator:
         for docs in self.documents.values():
             for doc in docs:
                 yield self.document_event(doc)
-                yield self.index_event(doc, doc.modified_at + self.rng.uniform(60, 3600))
+                yield self.index_event(doc, doc.indexed_at)
 
     def document_event(self, doc: Document) -> dict[str, Any]:
         return {"type": "document", "doc_id": doc.doc_id, "tenant": doc.tenant,
                 "version": f"v{doc.version}", "modified_at": iso(doc.modified_at), "acl": doc.acl}
 
     def index_event(self, doc: Document, indexed_at: float) -> dict[str, Any]:
-        return {"type": "index", "index": doc.index, "doc_id": doc.doc_id, "version": f"v{doc.version}",
+        return {"type": "index", "index": doc.index, "doc_id": doc.doc_id, "version": f"v{doc.indexed_version}",
                 "indexed_at": iso(indexed_at), "embedding_model": doc.embedding_model, "chunks": doc.chunks}
 
     def traffic(self, traces: int) -> Iterator[dict[str, Any]]:
         """``traces`` trace events, with feedback and rephrases interleaved, in time order."""
         pending: list[tuple[float, dict[str, Any]]] = []
-        for _ in range(traces):
+        for n in range(traces):
             self.now += self.rng.expovariate(self.rate)
             while pending and pending[0][0] <= self.now:
                 yield pending.pop(0)[1]
+            for incident in self.incidents:
+                if incident.start == n:
+                    yield from self._begin(incident)
             tenant = self.rng.choice(self.tenants)
             caller = self.rng.choice(self.callers[tenant])
             index = self.rng.choice(list(TOPICS))
-            trace = self.trace(caller, index)
+            active = [i for i in self.incidents if i.active(n) and (i.tenant, i.index) == (tenant, index)]
+            trace = self.trace(caller, index, incidents=active)
             yield trace
             if self.rng.random() < self.rephrase_probability:
                 again = self.trace(caller, index, rephrase_of=trace["query"])
@@ -134,7 +179,25 @@ class Simulator:
         for _, event in pending:
             yield event
 
-    def trace(self, caller: Caller, index: str, rephrase_of: str | None = None) -> dict[str, Any]:
+    def _begin(self, incident: Incident) -> Iterator[dict[str, Any]]:
+        """The catalog events an incident starts with."""
+        docs = self.documents[(incident.tenant, incident.index)]
+        affected = docs[: len(docs) // 2]
+        if incident.kind == "stale_index":
+            for doc in affected:
+                doc.version += 1
+                doc.modified_at = self.now
+                yield self.document_event(doc)
+            self.injected[("stale_docs", incident.tenant, incident.index)] += len(affected)
+        elif incident.kind == "reembedding":
+            for doc in affected:
+                doc.embedding_model = "e5-large-v3@1"
+                doc.indexed_at = self.now
+                yield self.index_event(doc, self.now)
+            self.injected[("reembedded_docs", incident.tenant, incident.index)] += len(affected)
+
+    def trace(self, caller: Caller, index: str, rephrase_of: str | None = None,
+              incidents: Sequence[Incident] = ()) -> dict[str, Any]:
         rng = self.rng
         self._serial += 1
         docs = self.documents[(caller.tenant, index)]
@@ -157,7 +220,12 @@ class Simulator:
         context = context[: self.context_size]
         for p in bm25 + vector:
             del p["_doc"], p["_chunk"]
-        abstained = rng.random() < self.abstain_probability or not context
+        for incident in incidents:
+            if incident.kind == "leak" and rng.random() < incident.rate:
+                self._leak(caller, docs, vector, context)
+        abstain_probability = next((i.rate for i in incidents if i.kind == "no_answer_spike"),
+                                   self.abstain_probability)
+        abstained = rng.random() < abstain_probability or not context
         answer: dict[str, Any]
         if abstained:
             answer = {"text": rng.choice(REFUSALS), "abstained": True, "citations": []}
@@ -183,6 +251,22 @@ class Simulator:
                       "cost_usd": round(input_tokens * 2.5e-6 + output_tokens * 1e-5, 6)},
         }
 
+    def _leak(self, caller: Caller, docs: list[Document], candidates: list[dict[str, Any]],
+              context: list[dict[str, Any]]) -> None:
+        """Put a passage the caller may not read into the candidates and the context."""
+        principals = {f"user:{caller.id}", f"tenant:{caller.tenant}", *(f"group:{g}" for g in caller.groups)}
+        hidden = [d for d in docs if principals.isdisjoint(d.acl)]
+        if not hidden:  # nothing restricted here: take another tenant's document
+            other = next(t for t in self.tenants if t != caller.tenant)
+            hidden = self.documents[(other, docs[0].index)]
+        doc = self.rng.choice(hidden)
+        chunk = self.rng.randrange(doc.chunks)
+        passage = self.passage(doc, 0.99, chunk)
+        candidates.insert(0, {k: passage[k] for k in ("id", "score", "doc_id", "doc_version")})
+        context.insert(1, passage)
+        del context[self.context_size:]
+        self.injected[("leak_context", caller.tenant, doc.index)] += 1
+
     def _ranked(self, pool: list[Document], score, k: int, empty: float = 0.0) -> list[dict[str, Any]]:
         """A candidate list: ids, scores and document versions only, as retrievers report them."""
         if self.rng.random() < empty:
@@ -193,7 +277,7 @@ class Simulator:
         for doc in chosen[:k]:
             chunk = self.rng.randrange(doc.chunks)
             passages.append({"id": f"{doc.doc_id}#{chunk}", "score": round(score(), 4), "doc_id": doc.doc_id,
-                             "doc_version": f"v{doc.version}", "_doc": doc, "_chunk": chunk})
+                             "doc_version": f"v{doc.indexed_version}", "_doc": doc, "_chunk": chunk})
         passages.sort(key=lambda p: -p["score"])
         return passages
 
@@ -201,10 +285,10 @@ class Simulator:
         """A context passage with everything the signals can use."""
         start = chunk * 480
         return {"id": f"{doc.doc_id}#{chunk}", "score": score, "doc_id": doc.doc_id,
-                "doc_version": f"v{doc.version}", "span": [start, start + 480],
+                "doc_version": f"v{doc.indexed_version}", "span": [start, start + 480],
                 "text": f"Section {chunk} of {doc.doc_id}: rules about {doc.topic}.",
-                "acl": doc.acl, "indexed_at": iso(doc.modified_at + 600),
-                "source_modified_at": iso(doc.modified_at), "embedding_model": doc.embedding_model}
+                "acl": doc.acl, "indexed_at": iso(doc.indexed_at),
+                "source_modified_at": iso(doc.indexed_source_time), "embedding_model": doc.embedding_model}
 
     def feedback(self, trace: dict[str, Any]) -> dict[str, Any]:
         kind = self.rng.choices(["thumb", "citation_click", "copy", "escalation"], [6, 2, 1, 1])[0]

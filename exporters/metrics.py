@@ -1,0 +1,76 @@
+"""The metric definitions of SPEC §3: one list, used to build the metrics and to document them."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+SCORE_BUCKETS = (0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0, 2.0, 5.0, 10.0, 20.0, 50.0)
+LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
+LAG_BUCKETS = (60.0, 300.0, 900.0, 3600.0, 4 * 3600.0, 12 * 3600.0, 86400.0, 3 * 86400.0, 7 * 86400.0)
+
+
+@dataclass(frozen=True)
+class MetricSpec:
+    name: str  # full exposition name (counters end in _total)
+    kind: Literal["counter", "gauge", "histogram"]
+    labels: tuple[str, ...]
+    help: str
+    buckets: tuple[float, ...] = ()
+
+
+TI = ("tenant", "index")
+
+METRICS: tuple[MetricSpec, ...] = (
+    MetricSpec("ragmon_events_total", "counter", ("source", "type"), "Events accepted, by source and event type."),
+    MetricSpec("ragmon_rejected_events_total", "counter", ("source", "reason"),
+               "Records rejected and dead-lettered, by source and reason."),
+    MetricSpec("ragmon_answers_total", "counter", (*TI, "outcome"),
+               "Traces by answer outcome: answered, abstained, empty_context, unknown."),
+    MetricSpec("ragmon_permission_violations_total", "counter", (*TI, "stage"),
+               "Passages the caller may not read, distinct per trace, at stage candidates or context."),
+    MetricSpec("ragmon_unknown_acl_passages_total", "counter", TI,
+               "Passages with no known ACL (neither in the catalog nor on the passage), distinct per trace."),
+    MetricSpec("ragmon_stale_passages_served_total", "counter", (*TI, "stage"),
+               "Passages from an outdated document version, distinct per trace, by stage."),
+    MetricSpec("ragmon_low_score_retrievals_total", "counter", (*TI, "retriever"),
+               "Retrieval lists whose top score is below the threshold or trailing percentile."),
+    MetricSpec("ragmon_empty_retrievals_total", "counter", (*TI, "retriever"), "Retrieval lists that came back empty."),
+    MetricSpec("ragmon_retrieval_top_score", "histogram", (*TI, "retriever"),
+               "Top score of each non-empty retrieval list.", SCORE_BUCKETS),
+    MetricSpec("ragmon_duplicate_slots_total", "counter", (*TI, "kind"),
+               "Context slots repeating a passage (kind=passage) or another version of a present document "
+               "(kind=doc_version)."),
+    MetricSpec("ragmon_mixed_embedding_results_total", "counter", TI,
+               "Traces whose context mixes passages embedded by different models."),
+    MetricSpec("ragmon_unsupported_citations_total", "counter", TI, "Citations not among the context passages."),
+    MetricSpec("ragmon_rephrases_total", "counter", TI,
+               "Questions asked again by the same caller within the rephrase window (counted for the earlier trace)."),
+    MetricSpec("ragmon_feedback_total", "counter", (*TI, "kind", "value"),
+               "Feedback events by kind and value; tenant and index come from the joined trace, or are unknown."),
+    MetricSpec("ragmon_stage_latency_seconds", "histogram", (*TI, "stage"),
+               "Latency per stage (retrieve, rerank, generate, total).", LATENCY_BUCKETS),
+    MetricSpec("ragmon_tokens_total", "counter", (*TI, "direction"), "Model tokens, by direction (input, output)."),
+    MetricSpec("ragmon_cost_usd_total", "counter", TI, "Model cost in US dollars, as reported by the application."),
+    MetricSpec("ragmon_index_stale_documents", "gauge", ("index",),
+               "Documents whose newest source version (or deletion) the index has not taken in."),
+    MetricSpec("ragmon_index_max_staleness_seconds", "gauge", ("index",),
+               "Age of the oldest source change not yet in the index."),
+    MetricSpec("ragmon_index_lag_seconds", "histogram", ("index",),
+               "Source change to indexed, observed at each index event.", LAG_BUCKETS),
+    MetricSpec("ragmon_index_embedding_models", "gauge", ("index",),
+               "Embedding models among the documents an index holds."),
+    MetricSpec("ragmon_samples_total", "counter", ("tenant", "stratum"), "Traces sampled into the labeling queue."),
+    MetricSpec("ragmon_samples_dropped_total", "counter", ("reason",),
+               "Traces selected for sampling but not stored, by reason."),
+    MetricSpec("ragmon_sample_queue", "gauge", ("status",), "Samples in the store, by status."),
+    MetricSpec("ragmon_probe_failures_total", "counter", ("probe",), "Canary permission probe failures."),
+    MetricSpec("ragmon_last_event_timestamp_seconds", "gauge", ("source", "type"),
+               "When the last event of each source and type was accepted."),
+    MetricSpec("ragmon_consumer_lag_messages", "gauge", ("topic",), "Kafka messages not yet consumed, per topic."),
+    MetricSpec("ragmon_sink_errors_total", "counter", ("sink",),
+               "Observations a sink failed on (a bug: the other sinks still got them)."),
+    MetricSpec("ragmon_build_info", "gauge", ("version",), "Always 1; the running ragmon version."),
+)
+
+BY_NAME = {spec.name: spec for spec in METRICS}

@@ -1,0 +1,161 @@
+"""The catalog: what the source systems say exists (document events) and what each index holds
+(index events). Kept in memory for the hot path; persisted by ``monitor.catalog_store``.
+
+Document ids are global (the change feed of every tenant shares one id space); each document
+records its tenant, which is how a passage of another tenant is recognized.
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass, field
+
+from monitor.model import DocumentEvent, IndexEvent
+
+MAX_VERSION_HISTORY = 16  # versions remembered per document, to tell an old version from a new one
+
+
+@dataclass(slots=True)
+class DocumentState:
+    """The newest known version of a source document, and when its recent versions changed."""
+
+    doc_id: str
+    tenant: str
+    version: str
+    modified_at: float
+    acl: tuple[str, ...] | None
+    deleted: bool
+    history: dict[str, float] = field(default_factory=dict)  # version -> modified_at, newest last
+
+
+@dataclass(slots=True)
+class IndexedState:
+    """What one index holds of one document."""
+
+    index: str
+    doc_id: str
+    version: str
+    indexed_at: float
+    embedding_model: str | None
+    chunks: int | None
+
+
+@dataclass(slots=True)
+class IndexHealth:
+    """Per-index figures computed from the catalog at a point in time."""
+
+    stale_documents: int = 0
+    max_staleness_seconds: float = 0.0
+    embedding_models: int = 0
+
+
+class Catalog:
+    """Thread-safe in-memory catalog. Writes take a lock; single-key reads rely on dict atomicity."""
+
+    def __init__(self) -> None:
+        self.documents: dict[str, DocumentState] = {}
+        self.indexed: dict[tuple[str, str], IndexedState] = {}
+        self._lock = threading.Lock()
+
+    def apply_document(self, event: DocumentEvent) -> DocumentState:
+        """Record a document change. An older change arriving late only enters the history."""
+        acl = tuple(event.acl) if event.acl is not None else None
+        with self._lock:
+            state = self.documents.get(event.doc_id)
+            if state is None:
+                state = DocumentState(event.doc_id, event.tenant, event.version, event.modified_at, acl,
+                                      event.deleted)
+                self.documents[event.doc_id] = state
+            elif event.modified_at >= state.modified_at:
+                state.tenant, state.version, state.modified_at = event.tenant, event.version, event.modified_at
+                state.acl, state.deleted = acl, event.deleted
+            _remember(state.history, event.version, event.modified_at)
+            return state
+
+    def apply_index(self, event: IndexEvent) -> float | None:
+        """Record what an index embedded; return the index lag (source change to indexed) in
+        seconds when the catalog knows when that version was made."""
+        key = (event.index, event.doc_id)
+        with self._lock:
+            current = self.indexed.get(key)
+            if current is None or event.indexed_at >= current.indexed_at:
+                self.indexed[key] = IndexedState(event.index, event.doc_id, event.version, event.indexed_at,
+                                                 event.embedding_model, event.chunks)
+            document = self.documents.get(event.doc_id)
+        if document is None:
+            return None
+        modified_at = document.history.get(event.version)
+        return None if modified_at is None else max(0.0, event.indexed_at - modified_at)
+
+    def document(self, doc_id: str) -> DocumentState | None:
+        return self.documents.get(doc_id)
+
+    def is_outdated(self, doc_id: str, version: str) -> bool | None:
+        """Whether the catalog knows a newer version of ``doc_id`` than ``version``.
+
+        None when the catalog does not know the document. A version the catalog has never seen is
+        taken as older than the newest one: the catalog's change feed is the authority.
+        """
+        document = self.documents.get(doc_id)
+        if document is None:
+            return None
+        if version == document.version:
+            return False
+        made = document.history.get(version)
+        return made is None or made < document.modified_at
+
+    def health(self, now: float) -> dict[str, IndexHealth]:
+        """Staleness and embedding models per index, as of ``now``.
+
+        A document an index holds is stale there when its newest source version (or its deletion)
+        is not what the index holds; its staleness is ``now`` minus the time of the oldest change
+        the index has not taken in. An index event with ``chunks: 0`` records a removal.
+        """
+        with self._lock:
+            entries = list(self.indexed.values())
+            documents = self.documents
+            result: dict[str, IndexHealth] = {}
+            models: dict[str, set[str]] = {}
+            for entry in entries:
+                health = result.setdefault(entry.index, IndexHealth())
+                removed = entry.chunks == 0
+                if entry.embedding_model and not removed:
+                    models.setdefault(entry.index, set()).add(entry.embedding_model)
+                document = documents.get(entry.doc_id)
+                if document is None:
+                    continue
+                pending = _pending_since(document, entry, removed)
+                if pending is not None:
+                    health.stale_documents += 1
+                    health.max_staleness_seconds = max(health.max_staleness_seconds, max(0.0, now - pending))
+        for index, names in models.items():
+            result[index].embedding_models = len(names)
+        return result
+
+    def load(self, documents: list[DocumentState], indexed: list[IndexedState]) -> None:
+        """Replace the contents (at start-up, from the store)."""
+        with self._lock:
+            self.documents = {d.doc_id: d for d in documents}
+            self.indexed = {(e.index, e.doc_id): e for e in indexed}
+
+
+def _remember(history: dict[str, float], version: str, modified_at: float) -> None:
+    history.pop(version, None)
+    history[version] = modified_at
+    if len(history) > MAX_VERSION_HISTORY:
+        for old in sorted(history, key=history.__getitem__)[: len(history) - MAX_VERSION_HISTORY]:
+            del history[old]
+
+
+def _pending_since(document: DocumentState, entry: IndexedState, removed: bool) -> float | None:
+    """When the oldest change not yet in the index was made, or None when the index is current."""
+    if removed:
+        return None  # the index dropped it; a re-add arrives as a new index event
+    if document.deleted:
+        return document.modified_at  # the deletion has not reached the index
+    if entry.version == document.version:
+        return None
+    # Changes made after the indexed version; an index ahead of the change feed has none.
+    base = document.history.get(entry.version, entry.indexed_at)
+    later = [made for made in document.history.values() if made > base]
+    return min(later) if later else None
