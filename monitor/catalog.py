@@ -69,7 +69,9 @@ class Catalog:
             elif event.modified_at >= state.modified_at:
                 state.tenant, state.version, state.modified_at = event.tenant, event.version, event.modified_at
                 state.acl, state.deleted = acl, event.deleted
-            _remember(state.history, event.version, event.modified_at)
+            if not (event.deleted and event.version in state.history):
+                # a deletion is not a new version: keep when the version was made
+                _remember(state.history, event.version, event.modified_at)
             return state
 
     def apply_index(self, event: IndexEvent) -> float | None:
@@ -148,14 +150,22 @@ def _remember(history: dict[str, float], version: str, modified_at: float) -> No
 
 
 def _pending_since(document: DocumentState, entry: IndexedState, removed: bool) -> float | None:
-    """When the oldest change not yet in the index was made, or None when the index is current."""
+    """When the oldest change not yet in the index was made, or None when the index is current.
+
+    After a removal (``chunks: 0``) the index is current while the document stays deleted or
+    unchanged; a change made after the removal is pending again.
+    """
     if removed:
-        return None  # the index dropped it; a re-add arrives as a new index event
-    if document.deleted:
-        return document.modified_at  # the deletion has not reached the index
-    if entry.version == document.version:
+        if document.deleted:
+            return None
+        later = [made for made in document.history.values() if made > entry.indexed_at]
+        return min(later) if later else None
+    if entry.version == document.version and not document.deleted:
         return None
-    # Changes made after the indexed version; an index ahead of the change feed has none.
+    # Changes made after the indexed version (the deletion among them); an index ahead of the
+    # change feed has none.
     base = document.history.get(entry.version, entry.indexed_at)
     later = [made for made in document.history.values() if made > base]
+    if document.deleted and document.modified_at > base:
+        later.append(document.modified_at)
     return min(later) if later else None

@@ -75,12 +75,19 @@ class DatabaseConfig(_Section):
     )
 
 
+_APOSTROPHE = "[\u2019']"
 DEFAULT_REFUSALS = [
-    r"\bI (?:do not|don't|cannot|can't|could not|couldn't) (?:know|find|answer|say|help)",
-    r"\b(?:no|not enough) (?:relevant )?(?:information|context|sources?|documents?)\b",
+    rf"\bI (?:do not|don{_APOSTROPHE}t|cannot|can{_APOSTROPHE}t|could not|couldn{_APOSTROPHE}t) "
+    r"(?:know|find|answer|say|help)",
+    rf"\bI (?:do not|don{_APOSTROPHE}t) have (?:enough|sufficient|any|the) (?:relevant )?"
+    r"(?:information|context|details|data)",
+    rf"\b(?:context|documents?|sources?) (?:do|does|don{_APOSTROPHE}t|doesn{_APOSTROPHE}t)(?: not)? "
+    r"(?:contain|include|mention|cover|provide)",
     r"\bnot (?:mentioned|covered|found|available) in the (?:provided |available )?(?:documents?|sources?|context)",
-    r"\bI(?:'m| am) (?:not able|unable) to (?:find|answer|help)",
-    r"\bI have no information\b",
+    rf"\bI(?:{_APOSTROPHE}m| am) (?:not able|unable) to (?:find|answer|help)",
+    r"\b(?:I have|there is|there was|there's) no (?:relevant )?(?:information|data|details)\b",
+    r"\bno (?:relevant )?(?:information|documents?|sources?) (?:was |were )?(?:found|available|provided)\b",
+    r"\b(?:not enough|insufficient) (?:information|context)\b",
 ]
 
 

@@ -159,14 +159,14 @@ class FanOut:
             raise retry
 
     def flush(self, timeout: float) -> list[str]:
-        """Flush every sink; return the names of those that could not."""
+        """Flush every sink; return the names (and reasons) of those that could not."""
         failed = []
         for sink in self._sinks:
             try:
                 if not sink.flush(timeout):
-                    failed.append(sink.name)
-            except Retryable:
-                failed.append(sink.name)
+                    failed.append(f"{sink.name} (timed out)")
+            except Retryable as error:
+                failed.append(f"{sink.name} ({error})")
             except Exception:
                 self._stats.count_sink_error(sink.name)
                 log.exception("sink %s failed to flush", sink.name)

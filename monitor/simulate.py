@@ -101,7 +101,7 @@ class Simulator:
     start: float = 1_795_000_000.0  # 2026-11-18
     tenants: tuple[str, ...] = ("acme", "globex", "initech")
     docs_per_index: int = 40
-    callers_per_tenant: int = 30
+    callers_per_tenant: int = 300
     rate: float = 20.0
     feedback_probability: float = 0.08
     rephrase_probability: float = 0.04
@@ -172,11 +172,18 @@ class Simulator:
             yield trace
             if self.rng.random() < self.rephrase_probability:
                 again = self.trace(caller, index, rephrase_of=trace["query"])
-                pending.append((self.now + self.rng.uniform(5, 90), again))
+                delay = self.rng.uniform(5, 90)
+                again["time"] = iso(self.now + delay)
+                pending.append((self.now + delay, again))
+                self.injected[("rephrase", caller.tenant, index)] += 1
             if self.rng.random() < self.feedback_probability:
-                pending.append((self.now + self.rng.uniform(10, 1800), self.feedback(trace)))
+                delay = self.rng.uniform(10, 1800)
+                feedback = self.feedback(trace)
+                feedback["time"] = iso(self.now + delay)
+                pending.append((self.now + delay, feedback))
             pending.sort(key=lambda item: item[0])
-        for _, event in pending:
+        for when, event in pending:  # the stragglers: late feedback and rephrases
+            self.now = max(self.now, when)
             yield event
 
     def _begin(self, incident: Incident) -> Iterator[dict[str, Any]]:

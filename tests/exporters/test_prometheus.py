@@ -1,0 +1,72 @@
+"""The metrics sink: label caps hold under any number of distinct names; the exposition passes
+promtool; nothing but closed-set names reaches a label."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+
+from prometheus_client import CollectorRegistry, generate_latest
+
+from exporters.metrics import METRICS
+from exporters.prometheus import OTHER, LabelCap, PrometheusSink, metric_sum
+from monitor.catalog import Catalog
+from monitor.config import LabelsConfig
+from monitor.model import IndexRef, Latency, TraceEvent, Usage
+from monitor.pipeline import Observation, PipelineStats
+from monitor.signals import AccessFindings, Outcome, RetrievalFinding, StaleFindings, TraceSignals
+
+
+def signals(tenant: str, index: str, retriever: str) -> TraceSignals:
+    return TraceSignals(
+        tenant=tenant, index=index, outcome=Outcome.ANSWERED, access=AccessFindings(1, 1, 1),
+        stale=StaleFindings(1, 1), retrievals=[RetrievalFinding(retriever, 0.5, True, False, False)],
+        duplicate_passages=1, duplicate_doc_versions=1, mixed_embeddings=True, unsupported_citations=1,
+        rephrase_of=None, latency=Latency(retrieve=10, total=20), usage=Usage(input_tokens=5, output_tokens=2,
+                                                                             cost_usd=0.1))
+
+
+def observation(s: TraceSignals) -> Observation:
+    event = TraceEvent(trace_id="t", time=0.0, query="", index=IndexRef(s.index), tenant=s.tenant)
+    return Observation(event, "http", 0.0, s)
+
+
+def test_label_cap_keeps_the_allowlist_and_the_first_n():
+    cap = LabelCap(["vip"], 2)
+    assert [cap(v) for v in ("a", "vip", "b", "c", "a", "vip", "d")] == ["a", "vip", "b", OTHER, "a", "vip", OTHER]
+
+
+def test_a_hundred_thousand_distinct_names_stay_within_the_caps():
+    registry = CollectorRegistry()
+    labels = LabelsConfig(tenants=["acme"], max_tenants=50, max_indexes=50, max_retrievers=10)
+    sink = PrometheusSink(registry, labels, PipelineStats(), Catalog(), clock=lambda: 0.0)
+    sink.consume(observation(signals("acme", "i-first", "r-first")))
+    for i in range(100_000):
+        sink.consume(observation(signals(f"tenant-{i}", f"index-{i}", f"retriever-{i}")))
+    values: dict[str, set[str]] = {"tenant": set(), "index": set(), "retriever": set()}
+    series = 0
+    for family in registry.collect():
+        for sample in family.samples:
+            series += 1
+            for name in values:
+                if name in sample.labels:
+                    values[name].add(sample.labels[name])
+    assert values["tenant"] <= {"acme", OTHER, *(f"tenant-{i}" for i in range(50))}
+    assert len(values["tenant"]) == 52  # the allowlisted one, the first 50 others, and `other`
+    assert len(values["index"]) == 51 and len(values["retriever"]) == 11
+    # every (tenant, index) pair seen is the same pair over and over: first 50ish distinct pairs plus `other`
+    assert series < 10_000
+    assert metric_sum(registry, "ragmon_answers_total", tenant=OTHER) == 100_000 - 50
+
+
+def test_the_exposition_passes_promtool_and_declares_every_spec_metric():
+    registry = CollectorRegistry()
+    sink = PrometheusSink(registry, LabelsConfig(), PipelineStats(), Catalog(), clock=lambda: 0.0)
+    sink.consume(observation(signals("acme", "policies", "bm25")))
+    exposition = generate_latest(registry)
+    for spec in METRICS:
+        assert f"# TYPE {spec.name} {spec.kind}\n".encode() in exposition, spec.name
+    promtool = shutil.which("promtool")
+    assert promtool, "promtool comes with the test services (tests/services/install.sh)"
+    checked = subprocess.run([promtool, "check", "metrics"], input=exposition, capture_output=True)
+    assert checked.returncode == 0 and checked.stdout == b"" and checked.stderr == b"", checked

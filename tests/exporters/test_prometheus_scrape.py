@@ -1,0 +1,189 @@
+"""End to end: simulator traffic into `ragmon serve` over HTTP, scraped by a real Prometheus,
+checked with one PromQL query (or more) per metric family against what the simulator injected."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+
+import httpx
+import msgspec
+import pytest
+
+from monitor.simulate import CORRUPTIONS, Incident, Simulator, corrupt
+from tests.services.harness import free_port
+
+pytestmark = pytest.mark.integration
+
+TRACES = 6000
+
+
+@pytest.fixture(scope="module")
+def served(tmp_path_factory):
+    """`ragmon serve` as a user runs it, fed with simulator traffic; yields (url, facts)."""
+    scratch: Path = tmp_path_factory.mktemp("serve")
+    port = free_port()
+    env = {**{k: v for k, v in os.environ.items() if not k.startswith("RAGMON_")},
+           "RAGMON_DATABASE__URL": f"sqlite:///{scratch / 'ragmon.db'}",
+           "RAGMON_DEAD_LETTER__PATH": str(scratch / "dead.jsonl")}
+    log = (scratch / "serve.log").open("wb")
+    server = subprocess.Popen([sys.executable, "-m", "monitor.cli", "serve", "--port", str(port)],
+                              env=env, stdout=log, stderr=subprocess.STDOUT)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                if httpx.get(f"{url}/readyz").status_code == 200:
+                    break
+            except httpx.TransportError:
+                pass
+            assert time.monotonic() < deadline, (scratch / "serve.log").read_text()
+            time.sleep(0.2)
+        yield url, feed(url)
+    finally:
+        server.terminate()
+        server.wait(30)
+        log.close()
+
+
+def feed(url: str) -> dict:
+    """Post the traffic; return the facts the metrics must show."""
+    incidents = [
+        Incident("stale_index", "acme", "policies", start=500),
+        Incident("leak", "globex", "handbook", start=1000, end=4000, rate=0.25),
+        Incident("no_answer_spike", "initech", "support-kb", start=2000, end=5000, rate=0.7),
+        Incident("reembedding", "acme", "handbook", start=3000),
+    ]
+    simulator = Simulator(seed=21, start=time.time() - 3000, rate=10.0, incidents=incidents)
+    events = [*simulator.catalog(), *simulator.traffic(TRACES)]
+    assert simulator.now < time.time()
+    kinds = Counter(e["type"] for e in events)
+    broken = [corrupt(next(e for e in events if e["type"] == "trace"), how, msgspec.json.encode)
+              for how in sorted(CORRUPTIONS)]
+    lines = [msgspec.json.encode(e) for e in events] + broken
+    with httpx.Client(base_url=url, timeout=30) as client:
+        for i in range(0, len(lines), 500):
+            answer = client.post("/v1/events", content=b"\n".join(lines[i:i + 500]),
+                                 headers={"content-type": "application/x-ndjson"})
+            assert answer.status_code == 200, answer.text
+    traces = [e for e in events if e["type"] == "trace"]
+    return {
+        "kinds": kinds,
+        "rejected": Counter(CORRUPTIONS.values()),
+        "injected": simulator.injected,
+        "input_tokens": sum(e["usage"]["input_tokens"] for e in traces),
+        "retrieval_lists": sum(1 for e in traces for r in e["retrievals"] if r["passages"]),
+        "empty_bm25": sum(1 for e in traces for r in e["retrievals"] if r["retriever"] == "bm25" and not r["passages"]),
+        "abstained": sum(1 for e in traces if e["answer"]["abstained"]),
+    }
+
+
+@pytest.fixture(scope="module")
+def promql(served, prometheus):
+    """A query function against a Prometheus that has scraped everything that was fed."""
+    url, facts = served
+    prometheus.write_config(targets=[url.removeprefix("http://")])
+    prometheus.reload()
+    expected = sum(facts["kinds"].values())
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        result = prometheus.query("sum(ragmon_events_total)")
+        if result and float(result[0]["value"][1]) == expected:
+            break
+        time.sleep(0.5)
+    else:
+        pytest.fail(f"Prometheus never saw {expected} events")
+
+    def query(expr: str) -> dict[tuple, float]:
+        return {tuple(sorted(s["metric"].items())): float(s["value"][1]) for s in prometheus.query(expr)}
+
+    def scalar(expr: str) -> float:
+        values = list(query(expr).values())
+        assert len(values) == 1, (expr, values)
+        return values[0]
+
+    query.scalar = scalar
+    return query
+
+
+def test_events_and_rejections(promql, served):
+    _, facts = served
+    for kind, n in facts["kinds"].items():
+        assert promql.scalar(f'ragmon_events_total{{source="http",type="{kind}"}}') == n
+    for reason, n in facts["rejected"].items():
+        assert promql.scalar(f'ragmon_rejected_events_total{{source="http",reason="{reason}"}}') == n
+    assert promql.scalar('time() - ragmon_last_event_timestamp_seconds{type="trace"}') < 300
+    assert promql.scalar("ragmon_build_info") == 1
+
+
+def test_answers_and_no_answer_spike(promql, served):
+    _, facts = served
+    assert promql.scalar("sum(ragmon_answers_total)") == facts["kinds"]["trace"]
+    assert promql.scalar('sum(ragmon_answers_total{outcome="abstained"})') == facts["abstained"]
+    ratio = promql('sum by (tenant, index) (ragmon_answers_total{outcome="abstained"})'
+                   ' / sum by (tenant, index) (ragmon_answers_total)')
+    spiking = ratio.pop((("index", "support-kb"), ("tenant", "initech")))
+    assert spiking > 0.3 and all(r < 0.15 for r in ratio.values())
+
+
+def test_permission_violations_exactly_as_injected(promql, served):
+    _, facts = served
+    leaked = facts["injected"][("leak_context", "globex", "handbook")]
+    assert leaked > 50
+    context = promql('sum by (tenant, index) (ragmon_permission_violations_total{stage="context"}) > 0')
+    assert context == {(("index", "handbook"), ("tenant", "globex")): leaked}
+    assert promql.scalar('sum(ragmon_permission_violations_total{stage="candidates"})') == leaked
+    assert promql.scalar("sum(ragmon_unknown_acl_passages_total)") == 0
+
+
+def test_staleness_and_stale_passages(promql, served):
+    _, facts = served
+    assert promql.scalar('ragmon_index_stale_documents{index="policies"}') == facts["injected"][
+        ("stale_docs", "acme", "policies")]
+    assert promql.scalar('ragmon_index_stale_documents{index="handbook"}') == 0
+    assert promql.scalar('ragmon_index_max_staleness_seconds{index="policies"}') > 60
+    served_stale = promql('sum by (tenant, index) (ragmon_stale_passages_served_total{stage="context"}) > 0')
+    assert list(served_stale) == [(("index", "policies"), ("tenant", "acme"))]
+    assert promql.scalar("sum(ragmon_index_lag_seconds_count)") == facts["kinds"]["index"]
+
+
+def test_embedding_models_and_mixed_results(promql):
+    assert promql.scalar('ragmon_index_embedding_models{index="handbook"}') == 2
+    assert promql.scalar('ragmon_index_embedding_models{index="support-kb"}') == 1
+    mixed = promql("sum by (tenant, index) (ragmon_mixed_embedding_results_total) > 0")
+    assert list(mixed) == [(("index", "handbook"), ("tenant", "acme"))]
+
+
+def test_retrieval_scores_and_empty_lists(promql, served):
+    _, facts = served
+    assert promql.scalar("sum(ragmon_retrieval_top_score_count)") == facts["retrieval_lists"]
+    assert promql.scalar('sum(ragmon_empty_retrievals_total{retriever="bm25"})') == facts["empty_bm25"]
+    low = promql.scalar("sum(ragmon_low_score_retrievals_total)")
+    assert 0 < low < 0.1 * facts["retrieval_lists"]  # the trailing 5th percentile, once 500 scores are seen
+    retrievers = promql("count by (retriever) (ragmon_retrieval_top_score_count)")
+    assert {dict(k)["retriever"] for k in retrievers} == {"bm25", "vector"}
+
+
+def test_context_quality_signals(promql):
+    assert promql.scalar("sum(ragmon_unsupported_citations_total)") == 0  # the simulator cites its context
+    assert promql.scalar("sum(ragmon_duplicate_slots_total)") == 0
+
+
+def test_rephrases_feedback_latency_tokens_cost(promql, served):
+    _, facts = served
+    injected = sum(n for key, n in facts["injected"].items() if key[0] == "rephrase")
+    # every injected rephrase is found; the rest are callers who by chance asked a similar question
+    # again within two minutes, which is a rephrase too (the simulator does not count those)
+    assert injected <= promql.scalar("sum(ragmon_rephrases_total)") <= injected * 1.3
+    assert promql.scalar("sum(ragmon_feedback_total)") == facts["kinds"]["feedback"]
+    assert promql('ragmon_feedback_total{tenant="unknown"}') == {}  # every feedback joined its trace
+    assert promql.scalar('sum(ragmon_stage_latency_seconds_count{stage="total"})') == facts["kinds"]["trace"]
+    p50 = promql.scalar('histogram_quantile(0.5, sum by (le) (ragmon_stage_latency_seconds_bucket{stage="generate"}))')
+    assert 0.5 < p50 < 2.5  # the simulator's generate step is lognormal around 0.8 s
+    assert promql.scalar('sum(ragmon_tokens_total{direction="input"})') == facts["input_tokens"]
+    assert promql.scalar("sum(ragmon_cost_usd_total)") > 0

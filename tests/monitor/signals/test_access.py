@@ -1,0 +1,202 @@
+"""Permission violations: caller principals, ACL verdicts (catalog first, "*", unknown), other
+tenants, and distinct passage ids per stage."""
+
+from __future__ import annotations
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from monitor.catalog import Catalog
+from monitor.model import Caller, DocumentEvent, IndexRef, Passage, Retrieval, TraceEvent
+from monitor.signals.access import caller_principals, permission_violations
+from monitor.signals.results import MAX_IDS, AccessFindings
+
+NOW = 1_796_000_000.0
+
+
+def make_trace(retrievals=(), context=None, tenant="acme", caller=None) -> TraceEvent:
+    return TraceEvent(
+        trace_id="t1", time=NOW, query="How many vacation days carry over?", index=IndexRef("policies"),
+        tenant=tenant, caller=Caller("u-1", ["staff"]) if caller is None else caller,
+        retrievals=[Retrieval(name, list(passages)) for name, passages in retrievals], context=context,
+    )
+
+
+def p(pid: str, acl=None, doc_id=None) -> Passage:
+    return Passage(id=pid, acl=acl, doc_id=doc_id)
+
+
+def catalog_with(*documents: DocumentEvent) -> Catalog:
+    catalog = Catalog()
+    for document in documents:
+        catalog.apply_document(document)
+    return catalog
+
+
+def document(doc_id, tenant="acme", acl=None) -> DocumentEvent:
+    return DocumentEvent(doc_id=doc_id, version="1", modified_at=NOW - 100, tenant=tenant, acl=acl)
+
+
+# --- principals ------------------------------------------------------------------------------------
+
+
+def test_caller_principals_are_user_tenant_and_groups():
+    trace = make_trace(caller=Caller("u-123", ["staff", "hr"]))
+    assert caller_principals(trace) == {"user:u-123", "tenant:acme", "group:staff", "group:hr"}
+
+
+def test_caller_principals_without_caller_is_the_tenant_only():
+    trace = make_trace()
+    trace.caller = None
+    assert caller_principals(trace) == {"tenant:acme"}
+
+
+def test_caller_principals_without_caller_id_has_no_user():
+    assert caller_principals(make_trace(caller=Caller(None, ["hr"]))) == {"tenant:acme", "group:hr"}
+    assert caller_principals(make_trace(caller=Caller("", []), tenant="default")) == {"tenant:default"}
+
+
+# --- verdicts --------------------------------------------------------------------------------------
+
+
+def test_empty_trace_has_no_findings():
+    assert permission_violations(make_trace(), Catalog()) == AccessFindings(0, 0, 0, [])
+
+
+def test_passages_readable_by_group_user_tenant_or_everyone_are_allowed():
+    passages = [p("a", ["group:staff"]), p("b", ["user:u-1"]), p("c", ["tenant:acme"]), p("d", ["*"]),
+                p("e", ["group:hr", "group:staff"])]
+    assert permission_violations(make_trace([("vector", passages)]), Catalog()) == AccessFindings(0, 0, 0, [])
+
+
+def test_passage_sharing_no_principal_with_the_caller_is_a_violation_at_both_stages():
+    trace = make_trace([("vector", [p("a", ["group:hr"], doc_id="salaries")])])  # context absent: last list
+    assert permission_violations(trace, Catalog()) == AccessFindings(1, 1, 0, ["salaries"])
+
+
+def test_principals_of_another_kind_do_not_match():
+    # "staff" as a user id is not the group staff; "tenant:globex" is not tenant acme
+    passages = [p("a", ["user:staff"]), p("b", ["tenant:globex"]), p("c", ["staff"])]
+    assert permission_violations(make_trace([("vector", passages)]), Catalog()).candidates == 3
+
+
+def test_an_empty_acl_allows_nobody():
+    assert permission_violations(make_trace([("vector", [p("a", [])])]), Catalog()) == AccessFindings(1, 1, 0, [])
+
+
+def test_passages_with_unknown_acl_count_as_unknown_not_as_violations():
+    trace = make_trace([("bm25", [p("a"), p("b", ["group:hr"])]), ("vector", [p("a"), p("c")])])
+    assert permission_violations(trace, Catalog()) == AccessFindings(1, 0, 2, [])
+
+
+def test_the_same_passage_in_two_retrieval_lists_counts_once_per_stage():
+    bad = p("x#1", ["group:hr"], doc_id="x")
+    trace = make_trace([("bm25", [bad, p("ok", ["*"])]), ("vector", [bad]), ("rerank", [bad, bad])])
+    assert permission_violations(trace, Catalog()) == AccessFindings(1, 1, 0, ["x"])
+
+
+def test_context_absent_means_the_last_retrieval_list():
+    trace = make_trace([("bm25", [p("a", ["group:hr"]), p("b", ["group:hr"])]), ("rerank", [p("b", ["group:hr"])])])
+    assert permission_violations(trace, Catalog()) == AccessFindings(2, 1, 0, [])
+
+
+def test_explicit_context_is_counted_on_its_own():
+    trace = make_trace([("vector", [p("a", ["group:hr"]), p("b", ["group:staff"])])],
+                       context=[p("b", ["group:staff"]), p("c", ["group:legal"])])
+    assert permission_violations(trace, Catalog()) == AccessFindings(1, 1, 0, [])
+
+
+def test_empty_context_has_no_context_violations():
+    trace = make_trace([("vector", [p("a", ["group:hr"])])], context=[])
+    assert permission_violations(trace, Catalog()) == AccessFindings(1, 0, 0, [])
+
+
+def test_catalog_acl_takes_precedence_over_the_passage_acl_for_a_revocation():
+    catalog = catalog_with(document("handbook", acl=["group:hr"]))  # staff lost access after indexing
+    trace = make_trace([("vector", [p("h#1", ["group:staff"], doc_id="handbook")])])
+    assert permission_violations(trace, catalog) == AccessFindings(1, 1, 0, ["handbook"])
+
+
+def test_catalog_acl_takes_precedence_over_the_passage_acl_for_a_grant():
+    catalog = catalog_with(document("handbook", acl=["group:staff"]))
+    trace = make_trace([("vector", [p("h#1", ["group:hr"], doc_id="handbook")])])
+    assert permission_violations(trace, catalog) == AccessFindings(0, 0, 0, [])
+
+
+def test_catalog_revocation_of_a_public_passage():
+    catalog = catalog_with(document("memo", acl=["group:board"]))
+    trace = make_trace([("vector", [p("m#1", ["*"], doc_id="memo")])])
+    assert permission_violations(trace, catalog) == AccessFindings(1, 1, 0, ["memo"])
+
+
+def test_catalog_acl_gives_a_passage_without_acl_a_verdict():
+    catalog = catalog_with(document("memo", acl=["*"]), document("pay", acl=["group:hr"]))
+    trace = make_trace([("vector", [p("m#1", doc_id="memo"), p("p#1", doc_id="pay")])])
+    assert permission_violations(trace, catalog) == AccessFindings(1, 1, 0, ["pay"])
+
+
+def test_catalog_document_without_acl_falls_back_to_the_passage_acl():
+    catalog = catalog_with(document("memo"), document("pay"))
+    trace = make_trace([("vector", [p("m#1", ["group:staff"], doc_id="memo"), p("p#1", ["group:hr"], doc_id="pay"),
+                                    p("q#1", doc_id="pay")])])
+    assert permission_violations(trace, catalog) == AccessFindings(1, 1, 1, ["pay"])
+
+
+def test_passage_of_another_tenant_is_a_violation_whatever_its_acl():
+    catalog = catalog_with(document("globex-plan", tenant="globex", acl=["*"]))
+    passages = [p("g#1", ["*"], doc_id="globex-plan"), p("g#2", ["tenant:acme"], doc_id="globex-plan"),
+                p("g#3", doc_id="globex-plan")]
+    trace = make_trace([("vector", passages)])
+    assert permission_violations(trace, catalog) == AccessFindings(3, 3, 0, ["globex-plan"])
+
+
+def test_passage_of_the_callers_own_tenant_in_the_catalog_is_judged_by_acl():
+    catalog = catalog_with(document("acme-plan", tenant="acme", acl=["tenant:acme"]))
+    trace = make_trace([("vector", [p("a#1", doc_id="acme-plan")])])
+    assert permission_violations(trace, catalog) == AccessFindings(0, 0, 0, [])
+
+
+def test_trace_of_the_default_tenant_against_a_catalog_document_of_a_named_tenant():
+    catalog = catalog_with(document("acme-plan", tenant="acme", acl=["*"]))
+    trace = make_trace([("vector", [p("a#1", ["*"], doc_id="acme-plan")])], tenant="default")
+    assert permission_violations(trace, catalog) == AccessFindings(1, 1, 0, ["acme-plan"])
+
+
+def test_unknown_acl_is_counted_once_across_stages():
+    trace = make_trace([("vector", [p("a"), p("b", ["*"])])], context=[p("a"), p("c")])
+    assert permission_violations(trace, Catalog()).unknown_acl == 2
+
+
+def test_violating_doc_ids_are_distinct_and_bounded():
+    passages = [p(f"d{i}#{j}", ["group:hr"], doc_id=f"d{i}") for i in range(MAX_IDS + 5) for j in range(2)]
+    findings = permission_violations(make_trace([("vector", passages)], context=[]), Catalog())
+    assert findings.candidates == 2 * (MAX_IDS + 5)
+    assert findings.doc_ids == [f"d{i}" for i in range(MAX_IDS)]
+
+
+def test_violations_without_doc_id_add_no_doc_id():
+    findings = permission_violations(make_trace([("vector", [p("a", ["group:hr"])])]), Catalog())
+    assert findings.doc_ids == []
+
+
+ACLS = st.sampled_from([None, ["*"], ["group:staff"], ["group:hr"], ["user:u-1"], ["user:u-2"], []])
+IDS = "abcdefgh"
+
+
+@given(st.lists(ACLS, min_size=len(IDS), max_size=len(IDS)),
+       st.lists(st.lists(st.sampled_from(IDS[:6]), max_size=6), max_size=4),
+       st.lists(st.sampled_from(IDS), max_size=6))
+def test_counts_are_distinct_passage_ids_per_stage(acls, lists, context):
+    acl_of = dict(zip(IDS, acls, strict=True))
+
+    def bad(pid: str) -> bool:
+        acl = acl_of[pid]
+        return acl is not None and "*" not in acl and not {"group:staff", "user:u-1", "tenant:acme"} & set(acl)
+
+    trace = make_trace([(f"r{i}", [p(pid, acl_of[pid]) for pid in items]) for i, items in enumerate(lists)],
+                       context=[p(pid, acl_of[pid]) for pid in context])
+    findings = permission_violations(trace, Catalog())
+    seen = {pid for items in lists for pid in items} | set(context)
+    assert findings.candidates == len({pid for items in lists for pid in items if bad(pid)})
+    assert findings.context == len({pid for pid in context if bad(pid)})
+    assert findings.unknown_acl == sum(1 for pid in seen if acl_of[pid] is None)

@@ -1,0 +1,112 @@
+"""Stale passages served: the catalog's version first, else source_modified_at > indexed_at;
+distinct passage ids per stage."""
+
+from __future__ import annotations
+
+from monitor.catalog import Catalog
+from monitor.model import DocumentEvent, IndexRef, Passage, Retrieval, TraceEvent
+from monitor.signals.freshness import is_stale, stale_passages
+from monitor.signals.results import MAX_IDS, StaleFindings
+
+NOW = 1_796_000_000.0
+DAY = 86_400.0
+
+
+def make_trace(retrievals=(), context=None) -> TraceEvent:
+    return TraceEvent(trace_id="t1", time=NOW, query="q", index=IndexRef("policies"),
+                      retrievals=[Retrieval(name, list(passages)) for name, passages in retrievals], context=context)
+
+
+def catalog_with_versions(doc_id="leave", *versions: tuple[str, float]) -> Catalog:
+    catalog = Catalog()
+    for version, made in versions:
+        catalog.apply_document(DocumentEvent(doc_id=doc_id, version=version, modified_at=made))
+    return catalog
+
+
+CATALOG = ("leave", ("2026-3", NOW - 10 * DAY), ("2026-4", NOW - 2 * DAY))
+
+
+def test_passage_of_an_older_version_than_the_catalogs_is_stale():
+    passage = Passage("leave#4", doc_id="leave", doc_version="2026-3")
+    assert is_stale(passage, catalog_with_versions(*CATALOG)) is True
+
+
+def test_passage_of_the_current_version_is_fresh():
+    passage = Passage("leave#4", doc_id="leave", doc_version="2026-4")
+    assert is_stale(passage, catalog_with_versions(*CATALOG)) is False
+
+
+def test_catalog_verdict_wins_over_the_passage_timestamps():
+    fresh_by_time = Passage("leave#4", doc_id="leave", doc_version="2026-3",
+                            source_modified_at=NOW - 20 * DAY, indexed_at=NOW - 15 * DAY)
+    stale_by_time = Passage("leave#4", doc_id="leave", doc_version="2026-4",
+                            source_modified_at=NOW - DAY, indexed_at=NOW - 15 * DAY)
+    catalog = catalog_with_versions(*CATALOG)
+    assert (is_stale(fresh_by_time, catalog), is_stale(stale_by_time, catalog)) == (True, False)
+
+
+def test_without_the_document_in_the_catalog_timestamps_decide():
+    catalog = catalog_with_versions(*CATALOG)
+    modified_after = Passage("memo#1", doc_id="memo", doc_version="1", source_modified_at=NOW - DAY,
+                             indexed_at=NOW - 2 * DAY)
+    indexed_after = Passage("memo#1", doc_id="memo", doc_version="1", source_modified_at=NOW - 2 * DAY,
+                            indexed_at=NOW - DAY)
+    same_time = Passage("memo#1", source_modified_at=NOW - DAY, indexed_at=NOW - DAY)
+    assert [is_stale(x, catalog) for x in (modified_after, indexed_after, same_time)] == [True, False, False]
+
+
+def test_without_doc_version_the_catalog_cannot_decide_and_timestamps_do():
+    catalog = catalog_with_versions(*CATALOG)
+    passage = Passage("leave#4", doc_id="leave", source_modified_at=NOW - DAY, indexed_at=NOW - 2 * DAY)
+    assert is_stale(passage, catalog) is True
+    assert is_stale(Passage("leave#4", doc_id="leave"), catalog) is False
+
+
+def test_without_catalog_or_both_timestamps_a_passage_is_not_stale():
+    catalog = Catalog()
+    assert is_stale(Passage("a"), catalog) is False
+    assert is_stale(Passage("a", source_modified_at=NOW), catalog) is False
+    assert is_stale(Passage("a", indexed_at=NOW), catalog) is False
+    assert is_stale(Passage("a", doc_id="leave", doc_version="1"), catalog) is False
+
+
+def test_stale_after_out_of_order_catalog_events():
+    catalog = catalog_with_versions("leave", ("2026-4", NOW - 2 * DAY), ("2026-3", NOW - 10 * DAY))
+    assert is_stale(Passage("x", doc_id="leave", doc_version="2026-3"), catalog) is True
+    assert is_stale(Passage("x", doc_id="leave", doc_version="2026-4"), catalog) is False
+
+
+def test_empty_trace_has_no_stale_passages():
+    assert stale_passages(make_trace(), Catalog()) == StaleFindings(0, 0, [])
+
+
+def test_stale_passages_are_distinct_ids_per_stage_and_context_absent_is_the_last_list():
+    catalog = catalog_with_versions(*CATALOG)
+    old = Passage("leave#4", doc_id="leave", doc_version="2026-3")
+    old_other_chunk = Passage("leave#5", doc_id="leave", doc_version="2026-3")
+    by_time = Passage("memo#1", doc_id="memo", source_modified_at=NOW - DAY, indexed_at=NOW - 2 * DAY)
+    fresh = Passage("leave#6", doc_id="leave", doc_version="2026-4")
+    trace = make_trace([("bm25", [old, by_time, fresh]), ("vector", [old, old_other_chunk]), ("rerank", [old, old])])
+    assert stale_passages(trace, catalog) == StaleFindings(3, 1, ["leave", "memo"])
+
+
+def test_explicit_context_is_judged_on_its_own():
+    catalog = catalog_with_versions(*CATALOG)
+    trace = make_trace([("vector", [Passage("leave#4", doc_id="leave", doc_version="2026-4")])],
+                       context=[Passage("leave#9", doc_id="leave", doc_version="2026-3"),
+                                Passage("leave#9", doc_id="leave", doc_version="2026-3")])
+    assert stale_passages(trace, catalog) == StaleFindings(0, 1, ["leave"])
+
+
+def test_empty_context_has_no_stale_context_passages():
+    catalog = catalog_with_versions(*CATALOG)
+    trace = make_trace([("vector", [Passage("leave#4", doc_id="leave", doc_version="2026-3")])], context=[])
+    assert stale_passages(trace, catalog) == StaleFindings(1, 0, ["leave"])
+
+
+def test_stale_doc_ids_are_bounded():
+    passages = [Passage(f"d{i}#1", doc_id=f"d{i}", source_modified_at=2.0, indexed_at=1.0) for i in range(MAX_IDS + 3)]
+    findings = stale_passages(make_trace([("vector", passages)]), Catalog())
+    assert (findings.candidates, findings.context) == (MAX_IDS + 3, MAX_IDS + 3)
+    assert findings.doc_ids == [f"d{i}" for i in range(MAX_IDS)]

@@ -1,0 +1,313 @@
+"""Catalog: document and index events, out-of-order changes, version history, index lag, and
+index health (staleness from the oldest un-indexed change, deletions, removals, embedding models)."""
+
+from __future__ import annotations
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from monitor.catalog import MAX_VERSION_HISTORY, Catalog, DocumentState, IndexedState, IndexHealth
+from monitor.model import DocumentEvent, IndexEvent
+
+NOW = 1_796_000_000.0
+
+
+def doc(doc_id="leave", version="4", modified_at=NOW - 1000, **fields) -> DocumentEvent:
+    return DocumentEvent(doc_id=doc_id, version=version, modified_at=modified_at, **fields)
+
+
+def indexed(doc_id="leave", version="4", indexed_at=NOW - 900, index="policies", **fields) -> IndexEvent:
+    return IndexEvent(index=index, doc_id=doc_id, version=version, indexed_at=indexed_at, **fields)
+
+
+# --- document events -------------------------------------------------------------------------------
+
+
+def test_first_document_event_creates_the_state_with_acl_as_tuple():
+    catalog = Catalog()
+    state = catalog.apply_document(doc(tenant="acme", acl=["group:staff", "user:u-1"]))
+    assert state == DocumentState("leave", "acme", "4", NOW - 1000, ("group:staff", "user:u-1"), False,
+                                  {"4": NOW - 1000})
+    assert catalog.document("leave") is state
+    assert catalog.document("other") is None
+
+
+def test_document_without_acl_keeps_acl_unknown():
+    catalog = Catalog()
+    assert catalog.apply_document(doc()).acl is None
+
+
+def test_newer_document_event_replaces_version_acl_tenant_and_deletion():
+    catalog = Catalog()
+    catalog.apply_document(doc(version="3", modified_at=100.0, tenant="acme", acl=["group:staff"]))
+    state = catalog.apply_document(doc(version="4", modified_at=200.0, tenant="globex", acl=["group:hr"],
+                                       deleted=True))
+    assert (state.version, state.modified_at, state.tenant, state.acl, state.deleted) == (
+        "4", 200.0, "globex", ("group:hr",), True)
+    assert state.history == {"3": 100.0, "4": 200.0}
+
+
+def test_late_older_document_event_only_enters_the_history():
+    catalog = Catalog()
+    catalog.apply_document(doc(version="5", modified_at=200.0, acl=["group:hr"]))
+    state = catalog.apply_document(doc(version="4", modified_at=100.0, acl=["*"], deleted=True))
+    assert (state.version, state.modified_at, state.acl, state.deleted) == ("5", 200.0, ("group:hr",), False)
+    assert state.history == {"5": 200.0, "4": 100.0}
+
+
+def test_document_event_with_the_same_time_replaces_the_state():
+    catalog = Catalog()
+    catalog.apply_document(doc(version="4", modified_at=100.0, acl=["group:staff"]))
+    state = catalog.apply_document(doc(version="4", modified_at=100.0, acl=[]))  # a revocation to nobody
+    assert state.acl == ()
+    assert state.history == {"4": 100.0}
+
+
+def test_version_history_keeps_only_the_newest_versions():
+    catalog = Catalog()
+    for i in range(MAX_VERSION_HISTORY + 4):
+        catalog.apply_document(doc(version=f"v{i}", modified_at=float(i)))
+    history = catalog.documents["leave"].history
+    assert len(history) == MAX_VERSION_HISTORY
+    assert set(history) == {f"v{i}" for i in range(4, MAX_VERSION_HISTORY + 4)}
+
+
+def test_version_history_evicts_the_oldest_by_time_even_when_it_arrived_last():
+    catalog = Catalog()
+    for i in range(1, MAX_VERSION_HISTORY + 1):
+        catalog.apply_document(doc(version=f"v{i}", modified_at=float(i)))
+    catalog.apply_document(doc(version="v0", modified_at=0.0))  # a late, older change
+    history = catalog.documents["leave"].history
+    assert "v0" not in history
+    assert len(history) == MAX_VERSION_HISTORY
+    assert catalog.documents["leave"].version == f"v{MAX_VERSION_HISTORY}"
+
+
+# --- is_outdated -----------------------------------------------------------------------------------
+
+
+def test_is_outdated_is_none_for_an_unknown_document():
+    assert Catalog().is_outdated("leave", "4") is None
+
+
+def test_is_outdated_current_older_and_unseen_versions():
+    catalog = Catalog()
+    catalog.apply_document(doc(version="3", modified_at=100.0))
+    catalog.apply_document(doc(version="4", modified_at=200.0))
+    assert catalog.is_outdated("leave", "4") is False
+    assert catalog.is_outdated("leave", "3") is True
+    assert catalog.is_outdated("leave", "2") is True  # never seen: the change feed is the authority
+
+
+def test_is_outdated_after_out_of_order_events():
+    catalog = Catalog()
+    catalog.apply_document(doc(version="4", modified_at=200.0))
+    catalog.apply_document(doc(version="3", modified_at=100.0))  # arrives late
+    assert catalog.is_outdated("leave", "4") is False
+    assert catalog.is_outdated("leave", "3") is True
+
+
+# --- index events and lag --------------------------------------------------------------------------
+
+
+def test_index_lag_is_indexed_at_minus_modified_at_of_that_version():
+    catalog = Catalog()
+    catalog.apply_document(doc(version="3", modified_at=100.0))
+    catalog.apply_document(doc(version="4", modified_at=200.0))
+    assert catalog.apply_index(indexed(version="3", indexed_at=130.0)) == 30.0
+    assert catalog.apply_index(indexed(version="4", indexed_at=290.5)) == 90.5
+
+
+def test_index_lag_is_none_when_the_document_or_the_version_is_unknown():
+    catalog = Catalog()
+    assert catalog.apply_index(indexed(doc_id="nowhere", version="1", indexed_at=100.0)) is None
+    catalog.apply_document(doc(version="4", modified_at=200.0))
+    assert catalog.apply_index(indexed(version="9", indexed_at=300.0)) is None
+    assert ("policies", "nowhere") in catalog.indexed  # still recorded
+
+
+def test_index_lag_is_never_negative():
+    catalog = Catalog()
+    catalog.apply_document(doc(version="4", modified_at=200.0))
+    assert catalog.apply_index(indexed(version="4", indexed_at=150.0)) == 0.0
+
+
+def test_an_older_index_event_does_not_replace_a_newer_one():
+    catalog = Catalog()
+    catalog.apply_index(indexed(version="4", indexed_at=300.0, embedding_model="e5@2", chunks=14))
+    catalog.apply_index(indexed(version="3", indexed_at=200.0, embedding_model="e5@1", chunks=9))
+    assert catalog.indexed[("policies", "leave")] == IndexedState("policies", "leave", "4", 300.0, "e5@2", 14)
+
+
+def test_index_entries_are_kept_per_index():
+    catalog = Catalog()
+    catalog.apply_index(indexed(index="policies", version="4"))
+    catalog.apply_index(indexed(index="archive", version="2"))
+    assert {key: entry.version for key, entry in catalog.indexed.items()} == {
+        ("policies", "leave"): "4", ("archive", "leave"): "2"}
+
+
+# --- health: index staleness -----------------------------------------------------------------------
+
+
+def test_health_is_empty_for_an_empty_catalog():
+    assert Catalog().health(NOW) == {}
+
+
+def test_an_index_holding_the_newest_version_is_not_stale():
+    catalog = Catalog()
+    catalog.apply_document(doc(version="4", modified_at=100.0))
+    catalog.apply_index(indexed(version="4", indexed_at=150.0, embedding_model="e5@2"))
+    assert catalog.health(NOW) == {"policies": IndexHealth(0, 0.0, 1)}
+
+
+def test_staleness_runs_from_the_oldest_change_the_index_has_not_taken_in():
+    catalog = Catalog()
+    catalog.apply_document(doc(version="3", modified_at=100.0))
+    catalog.apply_index(indexed(version="3", indexed_at=110.0))
+    catalog.apply_document(doc(version="4", modified_at=200.0))
+    catalog.apply_document(doc(version="5", modified_at=300.0))
+    assert catalog.health(1000.0) == {"policies": IndexHealth(1, 900.0 - 100.0, 0)}
+
+
+def test_staleness_with_out_of_order_document_events():
+    catalog = Catalog()
+    catalog.apply_document(doc(version="3", modified_at=100.0))
+    catalog.apply_index(indexed(version="3", indexed_at=110.0))
+    catalog.apply_document(doc(version="5", modified_at=300.0))
+    catalog.apply_document(doc(version="4", modified_at=200.0))  # late: the oldest un-indexed change
+    assert catalog.health(1000.0)["policies"] == IndexHealth(1, 800.0, 0)
+
+
+def test_indexed_version_unknown_to_the_catalog_counts_changes_after_indexing():
+    catalog = Catalog()
+    catalog.apply_index(indexed(version="3", indexed_at=150.0))  # the feed never reported version 3
+    catalog.apply_document(doc(version="4", modified_at=400.0))
+    assert catalog.health(1000.0)["policies"] == IndexHealth(1, 600.0, 0)
+
+
+def test_an_index_ahead_of_the_change_feed_is_not_stale():
+    catalog = Catalog()
+    catalog.apply_document(doc(version="4", modified_at=100.0))
+    catalog.apply_index(indexed(version="5", indexed_at=200.0))  # version 5 not yet in the change feed
+    assert catalog.health(1000.0)["policies"] == IndexHealth(0, 0.0, 0)
+
+
+def test_a_deleted_document_still_in_the_index_is_stale_since_the_deletion():
+    catalog = Catalog()
+    catalog.apply_document(doc(version="4", modified_at=100.0))
+    catalog.apply_index(indexed(version="4", indexed_at=150.0))
+    catalog.apply_document(doc(version="4", modified_at=500.0, deleted=True))
+    assert catalog.health(1000.0)["policies"] == IndexHealth(1, 500.0, 0)
+
+
+def test_a_deleted_document_removed_from_the_index_is_not_stale():
+    catalog = Catalog()
+    catalog.apply_document(doc(version="4", modified_at=100.0))
+    catalog.apply_index(indexed(version="4", indexed_at=150.0, embedding_model="e5@2", chunks=14))
+    catalog.apply_document(doc(version="4", modified_at=500.0, deleted=True))
+    catalog.apply_index(indexed(version="4", indexed_at=600.0, embedding_model="e5@2", chunks=0))
+    assert catalog.health(1000.0)["policies"] == IndexHealth(0, 0.0, 0)  # removed: its model no longer counts
+
+
+def test_a_deleted_document_is_stale_since_the_oldest_change_the_index_missed():
+    # SPEC §2: staleness = now - modified_at of the oldest un-indexed change. The index holds
+    # version 3; version 4 (t=100) and then the deletion (t=200) never reached it.
+    catalog = Catalog()
+    catalog.apply_document(doc(version="3", modified_at=50.0))
+    catalog.apply_index(indexed(version="3", indexed_at=60.0))
+    catalog.apply_document(doc(version="4", modified_at=100.0))
+    catalog.apply_document(doc(version="5", modified_at=200.0, deleted=True))
+    assert catalog.health(1000.0)["policies"] == IndexHealth(1, 900.0, 0)
+
+
+def test_a_document_recreated_after_its_removal_is_stale_until_indexed_again():
+    # SPEC §2: a document an index has indexed at least once is stale there when its newest
+    # source version is not the version indexed there. After the removal (chunks: 0) the source
+    # brings the document back as version 4; the index does not hold it.
+    catalog = Catalog()
+    catalog.apply_document(doc(version="3", modified_at=50.0))
+    catalog.apply_index(indexed(version="3", indexed_at=60.0))
+    catalog.apply_document(doc(version="3", modified_at=100.0, deleted=True))
+    catalog.apply_index(indexed(version="3", indexed_at=110.0, chunks=0))
+    assert catalog.health(1000.0)["policies"] == IndexHealth(0, 0.0, 0)
+    catalog.apply_document(doc(version="4", modified_at=200.0))
+    assert catalog.health(1000.0)["policies"] == IndexHealth(1, 800.0, 0)
+
+
+def test_a_reindex_after_a_change_makes_the_index_current_again():
+    catalog = Catalog()
+    catalog.apply_document(doc(version="3", modified_at=100.0))
+    catalog.apply_index(indexed(version="3", indexed_at=110.0))
+    catalog.apply_document(doc(version="4", modified_at=200.0))
+    assert catalog.health(1000.0)["policies"].stale_documents == 1
+    catalog.apply_index(indexed(version="4", indexed_at=250.0))
+    assert catalog.health(1000.0)["policies"] == IndexHealth(0, 0.0, 0)
+
+
+def test_staleness_is_clipped_at_zero_when_now_precedes_the_change():
+    catalog = Catalog()
+    catalog.apply_index(indexed(version="3", indexed_at=110.0))
+    catalog.apply_document(doc(version="4", modified_at=2000.0))
+    assert catalog.health(1000.0)["policies"] == IndexHealth(1, 0.0, 0)
+
+
+def test_health_counts_stale_documents_and_keeps_the_largest_staleness_per_index():
+    catalog = Catalog()
+    for doc_id, made in (("a", 100.0), ("b", 300.0), ("c", 50.0)):
+        catalog.apply_document(doc(doc_id=doc_id, version="1", modified_at=made - 10))
+        catalog.apply_index(indexed(doc_id=doc_id, version="1", indexed_at=made - 5))
+    catalog.apply_document(doc(doc_id="a", version="2", modified_at=100.0))
+    catalog.apply_document(doc(doc_id="b", version="2", modified_at=300.0))
+    catalog.apply_index(indexed(index="archive", doc_id="a", version="2", indexed_at=120.0))
+    health = catalog.health(1000.0)
+    assert health == {"policies": IndexHealth(2, 900.0, 0), "archive": IndexHealth(0, 0.0, 0)}
+
+
+def test_documents_unknown_to_the_catalog_are_never_stale_but_their_model_counts():
+    catalog = Catalog()
+    catalog.apply_index(indexed(doc_id="ghost", version="1", indexed_at=10.0, embedding_model="e5@1"))
+    assert catalog.health(1000.0) == {"policies": IndexHealth(0, 0.0, 1)}
+
+
+def test_embedding_models_are_counted_per_index_among_indexed_documents():
+    catalog = Catalog()
+    catalog.apply_index(indexed(doc_id="a", embedding_model="e5@1"))
+    catalog.apply_index(indexed(doc_id="b", embedding_model="e5@2"))
+    catalog.apply_index(indexed(doc_id="c", embedding_model="e5@2"))
+    catalog.apply_index(indexed(doc_id="d"))  # model not reported
+    catalog.apply_index(indexed(doc_id="e", embedding_model="old@0", chunks=0))  # removed
+    catalog.apply_index(indexed(index="archive", doc_id="a", embedding_model="bge@1"))
+    health = catalog.health(NOW)
+    assert (health["policies"].embedding_models, health["archive"].embedding_models) == (2, 1)
+
+
+def test_reindexing_with_a_new_model_replaces_the_old_model():
+    catalog = Catalog()
+    catalog.apply_index(indexed(indexed_at=100.0, embedding_model="e5@1"))
+    catalog.apply_index(indexed(indexed_at=200.0, embedding_model="e5@2"))
+    assert catalog.health(NOW)["policies"].embedding_models == 1
+
+
+def test_load_replaces_the_contents():
+    catalog = Catalog()
+    catalog.apply_document(doc(doc_id="old"))
+    catalog.apply_index(indexed(doc_id="old"))
+    state = DocumentState("new", "acme", "2", 100.0, None, False, {"2": 100.0})
+    entry = IndexedState("policies", "new", "1", 50.0, "e5@2", 3)
+    catalog.load([state], [entry])
+    assert catalog.documents == {"new": state}
+    assert catalog.indexed == {("policies", "new"): entry}
+    assert catalog.is_outdated("new", "1") is True
+
+
+@given(st.permutations([("v1", 10.0), ("v2", 20.0), ("v3", 30.0), ("v4", 40.0)]))
+def test_the_newest_version_wins_whatever_the_arrival_order(changes):
+    catalog = Catalog()
+    for version, made in changes:
+        catalog.apply_document(doc(version=version, modified_at=made))
+    state = catalog.documents["leave"]
+    assert (state.version, state.modified_at) == ("v4", 40.0)
+    assert state.history == {"v1": 10.0, "v2": 20.0, "v3": 30.0, "v4": 40.0}
+    assert [catalog.is_outdated("leave", v) for v in ("v1", "v2", "v3", "v4")] == [True, True, True, False]
+

@@ -1,0 +1,81 @@
+"""`ragmon serve` as a process: SIGTERM lets the request in flight finish and persist.
+`ragmon demo`: every injected incident is found."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import threading
+import time
+
+import httpx
+import msgspec
+from click.testing import CliRunner
+
+from monitor.cli import main
+from monitor.simulate import Simulator
+from tests.services.harness import free_port
+
+
+def test_sigterm_finishes_the_request_in_flight(tmp_path):
+    port = free_port()
+    env = {**{k: v for k, v in os.environ.items() if not k.startswith("RAGMON_")},
+           "RAGMON_DATABASE__URL": f"sqlite:///{tmp_path / 'ragmon.db'}",
+           "RAGMON_DEAD_LETTER__PATH": str(tmp_path / "dead.jsonl"),
+           "RAGMON_HTTP__MAX_BODY_BYTES": str(256 * 1024 * 1024)}
+    server = subprocess.Popen([sys.executable, "-m", "monitor.cli", "serve", "--port", str(port)], env=env,
+                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                if httpx.get(f"{url}/readyz").status_code == 200:
+                    break
+            except httpx.TransportError:
+                assert time.monotonic() < deadline, "serve did not start"
+                time.sleep(0.2)
+        simulator = Simulator(seed=3, start=time.time() - 3 * 86400)
+        traffic = [e for e in simulator.traffic(8000) if e["type"] == "trace"]
+        # the documents come last: finding them stored proves the whole request was processed
+        documents = list(simulator.catalog())[::2]
+        body = b"\n".join(msgspec.json.encode(e) for e in [*traffic, *documents])
+        answers: list[httpx.Response] = []
+        poster = threading.Thread(target=lambda: answers.append(
+            httpx.post(f"{url}/v1/events", content=body, timeout=120,
+                       headers={"content-type": "application/x-ndjson"})))
+        poster.start()
+        while True:  # wait until the pipeline is inside the request's batch
+            text = httpx.get(f"{url}/metrics").text
+            counted = sum(float(line.rsplit(" ", 1)[1]) for line in text.splitlines()
+                          if line.startswith("ragmon_answers_total{"))
+            if counted > 0:
+                break
+            time.sleep(0.02)
+        assert counted < len(traffic), "the request finished before SIGTERM could interrupt it"
+        server.send_signal(signal.SIGTERM)
+        poster.join(120)
+        # uvicorn re-raises the signal once shut down, so a supervisor sees why the process ended
+        assert server.wait(60) == -signal.SIGTERM
+    finally:
+        if server.poll() is None:
+            server.kill()
+    assert answers and answers[0].status_code == 200
+    assert answers[0].json()["accepted"] == len(traffic) + len(documents)
+    with sqlite3.connect(tmp_path / "ragmon.db") as db:
+        assert db.execute("select count(*) from catalog_document").fetchone()[0] == len(documents)
+
+
+def test_the_demo_finds_every_injected_incident(tmp_path):
+    out = tmp_path / "demo.json"
+    result = CliRunner().invoke(main, ["demo", "--traces", "8000", "--seconds", "1", "--json", str(out)],
+                                env={k: None for k in os.environ if k.startswith("RAGMON_")})
+    assert result.exit_code == 0, result.output
+    findings = json.loads(out.read_text())["findings"]
+    assert {f["incident"] for f in findings} == {"stale_index", "leak", "no_answer_spike", "reembedding"}
+    assert all(f["detected"] for f in findings), findings
+    assert "what ragmon found" in result.output
