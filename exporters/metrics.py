@@ -74,3 +74,32 @@ METRICS: tuple[MetricSpec, ...] = (
 )
 
 BY_NAME = {spec.name: spec for spec in METRICS}
+
+
+def reference_markdown() -> str:
+    """docs/metrics.md, generated from :data:`METRICS` (a test keeps the committed file equal)."""
+    lines = [
+        "# Metrics reference",
+        "",
+        "Generated from `exporters/metrics.py` by `python -m exporters.metrics > docs/metrics.md`.",
+        "All metrics are served at `GET /metrics`. Label values come from closed sets: `tenant` and",
+        "`index` are capped (the `labels` config: an allowlist, else the first 50 seen, then `other`),",
+        "`retriever` at 10; `stage`, `outcome`, `kind`, `value`, `direction`, `reason`, `source`,",
+        "`type` are enums. No user, trace, passage or document id and no text is ever a label value.",
+        "",
+        "| metric | type | labels | meaning |",
+        "|---|---|---|---|",
+    ]
+    for spec in METRICS:
+        labels = ", ".join(f"`{label}`" for label in spec.labels)
+        lines.append(f"| `{spec.name}` | {spec.kind} | {labels} | {spec.help} |")
+    lines += ["", "## Histogram buckets", ""]
+    for spec in METRICS:
+        if spec.buckets:
+            buckets = ", ".join(f"{b:g}" for b in spec.buckets)
+            lines.append(f"- `{spec.name}`: {buckets}")
+    return "\n".join(lines) + "\n"
+
+
+if __name__ == "__main__":
+    print(reference_markdown(), end="")

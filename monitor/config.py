@@ -151,6 +151,8 @@ class HttpConfig(_Section):
 
 
 class LogConfig(_Section):
+    """Process logs (standard error). Lines carry counts, reasons and names of our own, never input content."""
+
     level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = Field("INFO", description="Log level.")
     format: Literal["text", "json"] = Field("text", description="Log line format.")
 
@@ -272,3 +274,53 @@ def _plain(value: Any) -> Any:
     if isinstance(value, Path):
         return str(value)
     return value
+
+
+_DOC_INTRO = """# Configuration
+
+Generated from `monitor/config.py` by `python -m monitor.config > docs/configuration.md`.
+
+One YAML file plus environment overrides. The file is given with `--config FILE` or
+`RAGMON_CONFIG=FILE`; without one, the defaults below apply. Any key can be overridden with
+`RAGMON_<SECTION>__<KEY>` (double underscore between levels), e.g. `RAGMON_HTTP__PORT=9000`;
+values that look like JSON lists or objects are parsed as JSON
+(`RAGMON_LABELS__TENANTS='["acme","globex"]'`). The environment wins over the file.
+
+Unknown keys are errors, in the file and in `RAGMON_` variables alike, and every error names its
+key. `ragmon config check` validates and prints the effective configuration with secrets masked.
+
+```yaml
+# an example file
+database:
+  url: postgresql+psycopg://ragmon:${PASSWORD}@db:5432/ragmon   # (expand the password yourself)
+signals:
+  low_score_thresholds:
+    policies: {vector: 0.55, bm25: 4.0}
+labels:
+  tenants: [acme, globex]
+http:
+  host: 0.0.0.0
+```
+"""
+
+
+def reference_markdown() -> str:
+    """docs/configuration.md, generated from the config model (a test keeps the file equal)."""
+    lines = [_DOC_INTRO]
+    for section, field in Settings.model_fields.items():
+        model = field.annotation
+        lines += [f"### `{section}`", "", (model.__doc__ or "").strip(), "",
+                  "| key | default | environment | meaning |", "|---|---|---|---|"]
+        for key, spec in model.model_fields.items():
+            default = spec.default_factory() if spec.default_factory is not None else spec.default
+            shown = "(secret)" if spec.annotation in (SecretStr, SecretStr | None) and default else json.dumps(
+                _plain(default), default=str)
+            env = f"`RAGMON_{section.upper()}__{key.upper()}`"
+            cell = shown.replace("|", "\\|")
+            lines.append(f"| `{key}` | `{cell}` | {env} | {spec.description or ''} |")
+        lines.append("")
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    print(reference_markdown(), end="")

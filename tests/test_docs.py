@@ -1,0 +1,20 @@
+"""Reference docs are generated from the code; the committed files must match what it generates."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from exporters.metrics import reference_markdown as metrics_reference
+from monitor.config import reference_markdown as config_reference
+
+DOCS = Path(__file__).parent.parent / "docs"
+
+
+def test_metrics_reference_is_current():
+    assert (DOCS / "metrics.md").read_text() == metrics_reference(), (
+        "docs/metrics.md is out of date: python -m exporters.metrics > docs/metrics.md")
+
+
+def test_configuration_reference_is_current():
+    assert (DOCS / "configuration.md").read_text() == config_reference(), (
+        "docs/configuration.md is out of date: python -m monitor.config > docs/configuration.md")
