@@ -40,7 +40,8 @@ def events_file(traces: int = TRACES) -> Path:
 def replay_once(path: Path) -> dict:
     with tempfile.TemporaryDirectory() as scratch:
         summary = Path(scratch) / "summary.json"
-        env = {**os.environ, "RAGMON_DEAD_LETTER__PATH": str(Path(scratch) / "dead.jsonl")}
+        env = {**os.environ, "RAGMON_DEAD_LETTER__PATH": str(Path(scratch) / "dead.jsonl"),
+               "RAGMON_DATABASE__URL": f"sqlite:///{Path(scratch) / 'ragmon.db'}"}
         subprocess.run([sys.executable, "-m", "monitor.cli", "replay", str(path), "--json", str(summary)],
                        env=env, check=True, stdout=subprocess.DEVNULL)
         return json.loads(summary.read_text())

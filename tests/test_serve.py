@@ -7,8 +7,6 @@ import json
 import os
 import signal
 import sqlite3
-import subprocess
-import sys
 import threading
 import time
 
@@ -18,27 +16,12 @@ from click.testing import CliRunner
 
 from monitor.cli import main
 from monitor.simulate import Simulator
-from tests.services.harness import free_port
+from tests.ragmon_process import RagmonServer
 
 
 def test_sigterm_finishes_the_request_in_flight(tmp_path):
-    port = free_port()
-    env = {**{k: v for k, v in os.environ.items() if not k.startswith("RAGMON_")},
-           "RAGMON_DATABASE__URL": f"sqlite:///{tmp_path / 'ragmon.db'}",
-           "RAGMON_DEAD_LETTER__PATH": str(tmp_path / "dead.jsonl"),
-           "RAGMON_HTTP__MAX_BODY_BYTES": str(256 * 1024 * 1024)}
-    server = subprocess.Popen([sys.executable, "-m", "monitor.cli", "serve", "--port", str(port)], env=env,
-                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    url = f"http://127.0.0.1:{port}"
+    server = RagmonServer(tmp_path, RAGMON_HTTP__MAX_BODY_BYTES=str(256 * 1024 * 1024)).start()
     try:
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                if httpx.get(f"{url}/readyz").status_code == 200:
-                    break
-            except httpx.TransportError:
-                assert time.monotonic() < deadline, "serve did not start"
-                time.sleep(0.2)
         simulator = Simulator(seed=3, start=time.time() - 3 * 86400)
         traffic = [e for e in simulator.traffic(8000) if e["type"] == "trace"]
         # the documents come last: finding them stored proves the whole request was processed
@@ -46,24 +29,22 @@ def test_sigterm_finishes_the_request_in_flight(tmp_path):
         body = b"\n".join(msgspec.json.encode(e) for e in [*traffic, *documents])
         answers: list[httpx.Response] = []
         poster = threading.Thread(target=lambda: answers.append(
-            httpx.post(f"{url}/v1/events", content=body, timeout=120,
+            httpx.post(f"{server.url}/v1/events", content=body, timeout=120,
                        headers={"content-type": "application/x-ndjson"})))
         poster.start()
         while True:  # wait until the pipeline is inside the request's batch
-            text = httpx.get(f"{url}/metrics").text
+            text = httpx.get(f"{server.url}/metrics").text
             counted = sum(float(line.rsplit(" ", 1)[1]) for line in text.splitlines()
                           if line.startswith("ragmon_answers_total{"))
             if counted > 0:
                 break
             time.sleep(0.02)
         assert counted < len(traffic), "the request finished before SIGTERM could interrupt it"
-        server.send_signal(signal.SIGTERM)
-        poster.join(120)
         # uvicorn re-raises the signal once shut down, so a supervisor sees why the process ended
-        assert server.wait(60) == -signal.SIGTERM
+        assert server.stop(timeout=60) == -signal.SIGTERM
+        poster.join(120)
     finally:
-        if server.poll() is None:
-            server.kill()
+        server.stop()
     assert answers and answers[0].status_code == 200
     assert answers[0].json()["accepted"] == len(traffic) + len(documents)
     with sqlite3.connect(tmp_path / "ragmon.db") as db:

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from monitor.catalog import Catalog
 from monitor.model import Passage, TraceEvent
-from monitor.signals.results import MAX_IDS, AccessFindings
+from monitor.signals.results import AccessFindings
+from monitor.signals.stages import flag_passages
 
 EVERYONE = "*"
 
@@ -43,23 +44,6 @@ def _verdict(passage: Passage, tenant: str, principals: frozenset[str], catalog:
 def permission_violations(trace: TraceEvent, catalog: Catalog) -> AccessFindings:
     """Distinct violating passage ids at stage ``candidates`` (any retrieval list) and ``context``."""
     principals = caller_principals(trace)
-    verdicts: dict[str, bool | None] = {}
-    doc_ids: list[str] = []
-
-    def violating(passages: list[Passage]) -> set[str]:
-        found = set()
-        for passage in passages:
-            if passage.id not in verdicts:
-                verdicts[passage.id] = _verdict(passage, trace.tenant, principals, catalog)
-            if verdicts[passage.id]:
-                found.add(passage.id)
-                if passage.doc_id and passage.doc_id not in doc_ids and len(doc_ids) < MAX_IDS:
-                    doc_ids.append(passage.doc_id)
-        return found
-
-    candidates: set[str] = set()
-    for retrieval in trace.retrievals:
-        candidates |= violating(retrieval.passages)
-    context = violating(trace.final_context())
-    unknown = sum(1 for verdict in verdicts.values() if verdict is None)
-    return AccessFindings(len(candidates), len(context), unknown, doc_ids)
+    flagged = flag_passages(trace, lambda passage: _verdict(passage, trace.tenant, principals, catalog))
+    unknown = sum(1 for verdict in flagged.verdicts.values() if verdict is None)
+    return AccessFindings(flagged.candidates, flagged.context, unknown, flagged.doc_ids)

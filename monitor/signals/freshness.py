@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from monitor.catalog import Catalog
 from monitor.model import Passage, TraceEvent
-from monitor.signals.results import MAX_IDS, StaleFindings
+from monitor.signals.results import StaleFindings
+from monitor.signals.stages import flag_passages
 
 
 def is_stale(passage: Passage, catalog: Catalog) -> bool:
@@ -21,22 +22,5 @@ def is_stale(passage: Passage, catalog: Catalog) -> bool:
 
 def stale_passages(trace: TraceEvent, catalog: Catalog) -> StaleFindings:
     """Distinct stale passage ids at stage ``candidates`` and ``context``."""
-    verdicts: dict[str, bool] = {}
-    doc_ids: list[str] = []
-
-    def stale(passages: list[Passage]) -> set[str]:
-        found = set()
-        for passage in passages:
-            if passage.id not in verdicts:
-                verdicts[passage.id] = is_stale(passage, catalog)
-            if verdicts[passage.id]:
-                found.add(passage.id)
-                if passage.doc_id and passage.doc_id not in doc_ids and len(doc_ids) < MAX_IDS:
-                    doc_ids.append(passage.doc_id)
-        return found
-
-    candidates: set[str] = set()
-    for retrieval in trace.retrievals:
-        candidates |= stale(retrieval.passages)
-    context = stale(trace.final_context())
-    return StaleFindings(len(candidates), len(context), doc_ids)
+    flagged = flag_passages(trace, lambda passage: is_stale(passage, catalog))
+    return StaleFindings(flagged.candidates, flagged.context, flagged.doc_ids)

@@ -3,19 +3,15 @@ checked with one PromQL query (or more) per metric family against what the simul
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 import time
 from collections import Counter
-from pathlib import Path
 
 import httpx
 import msgspec
 import pytest
 
 from monitor.simulate import CORRUPTIONS, Incident, Simulator, corrupt
-from tests.services.harness import free_port
+from tests.ragmon_process import RagmonServer
 
 pytestmark = pytest.mark.integration
 
@@ -25,30 +21,8 @@ TRACES = 6000
 @pytest.fixture(scope="module")
 def served(tmp_path_factory):
     """`ragmon serve` as a user runs it, fed with simulator traffic; yields (url, facts)."""
-    scratch: Path = tmp_path_factory.mktemp("serve")
-    port = free_port()
-    env = {**{k: v for k, v in os.environ.items() if not k.startswith("RAGMON_")},
-           "RAGMON_DATABASE__URL": f"sqlite:///{scratch / 'ragmon.db'}",
-           "RAGMON_DEAD_LETTER__PATH": str(scratch / "dead.jsonl")}
-    log = (scratch / "serve.log").open("wb")
-    server = subprocess.Popen([sys.executable, "-m", "monitor.cli", "serve", "--port", str(port)],
-                              env=env, stdout=log, stderr=subprocess.STDOUT)
-    url = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                if httpx.get(f"{url}/readyz").status_code == 200:
-                    break
-            except httpx.TransportError:
-                pass
-            assert time.monotonic() < deadline, (scratch / "serve.log").read_text()
-            time.sleep(0.2)
-        yield url, feed(url)
-    finally:
-        server.terminate()
-        server.wait(30)
-        log.close()
+    with RagmonServer(tmp_path_factory.mktemp("serve")) as server:
+        yield server.url, feed(server.url)
 
 
 def feed(url: str) -> dict:

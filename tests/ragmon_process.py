@@ -1,0 +1,63 @@
+"""`ragmon serve` as a separate process, the way users and orchestrators run it."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+
+from tests.services.harness import free_port
+
+
+class RagmonServer:
+    """Starts `ragmon serve` on a free port with its store and dead-letter file in ``scratch``;
+    ``env`` adds RAGMON_ settings. Outer RAGMON_ variables are not inherited."""
+
+    def __init__(self, scratch: Path, **env: str) -> None:
+        self.scratch = scratch
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.log_path = scratch / "serve.log"
+        self.env = {**{k: v for k, v in os.environ.items() if not k.startswith("RAGMON_")},
+                    "RAGMON_DATABASE__URL": f"sqlite:///{scratch / 'ragmon.db'}",
+                    "RAGMON_DEAD_LETTER__PATH": str(scratch / "dead.jsonl"), **env}
+        self.process: subprocess.Popen | None = None
+
+    def start(self, timeout: float = 30) -> RagmonServer:
+        with self.log_path.open("ab") as log:
+            self.process = subprocess.Popen(
+                [sys.executable, "-m", "monitor.cli", "serve", "--port", str(self.port)],
+                env=self.env, stdout=log, stderr=subprocess.STDOUT)
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                if httpx.get(f"{self.url}/readyz").status_code == 200:
+                    return self
+            except httpx.TransportError:
+                pass
+            if self.process.poll() is not None or time.monotonic() > deadline:
+                self.stop()
+                raise RuntimeError(f"ragmon serve did not become ready:\n{self.log_path.read_text()}")
+            time.sleep(0.2)
+
+    def stop(self, timeout: float = 30) -> int | None:
+        process, self.process = self.process, None
+        if process is None:
+            return None
+        if process.poll() is None:
+            process.terminate()
+            try:
+                return process.wait(timeout)
+            except subprocess.TimeoutExpired:
+                process.kill()
+        return process.wait(5)
+
+    def __enter__(self) -> RagmonServer:
+        return self.start()
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
