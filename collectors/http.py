@@ -108,9 +108,11 @@ def build_app(
     token: str | None = None,
     max_body_bytes: int = 16 * 1024 * 1024,
     max_pending: int = 64,
+    on_startup: Callable[[], None] | None = None,
     on_shutdown: Callable[[], None] | None = None,
 ) -> Starlette:
-    """The ASGI app. ``ready`` answers /readyz; ``on_shutdown`` runs after the last request."""
+    """The ASGI app. ``ready`` answers /readyz; ``on_startup`` runs before the first request,
+    ``on_shutdown`` after the last one."""
     pending = PendingLimit(max_pending)
 
     def authorized(request: Request) -> bool:
@@ -169,6 +171,8 @@ def build_app(
 
     @contextlib.asynccontextmanager
     async def lifespan(app):
+        if on_startup is not None:
+            await to_thread.run_sync(on_startup)
         yield
         if on_shutdown is not None:
             await to_thread.run_sync(on_shutdown)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -17,7 +18,7 @@ from rich.table import Table
 from collectors.files import JsonlSource, RetryPolicy, SourceStopped
 from monitor import logs
 from monitor.config import ConfigError, Settings, effective_config, load_settings
-from monitor.wiring import build_runtime
+from monitor.wiring import build_runtime, build_sources
 
 EXAMPLE_EVENTS = Path(__file__).parent / "examples" / "events.jsonl"
 
@@ -159,16 +160,45 @@ def serve(ctx: click.Context, host: str | None, port: int | None) -> None:
 
     settings = _settings(ctx)
     runtime = build_runtime(settings)
+    sources = build_sources(runtime)
     token = settings.http.token.get_secret_value() if settings.http.token else None
-    app = build_app(runtime.pipeline.process, runtime.registry, runtime.ready, token=token,
+    server: uvicorn.Server
+
+    def start_sources() -> None:
+        for source in sources:
+            source.start()
+        # A source that stops on its own (e.g. too many dead letters) stops the whole process, loudly.
+        threading.Thread(target=watch, name="source-watch", daemon=True).start()
+
+    def watch() -> None:
+        while not server.should_exit:
+            if any(getattr(source, "error", None) is not None for source in sources):
+                server.should_exit = True
+            time.sleep(0.5)
+
+    def stop() -> None:
+        for source in sources:
+            source.shutdown(timeout=30)
+        runtime.close()
+
+    def ready() -> bool:
+        caught_up = all(source.caught_up.is_set() for source in sources if hasattr(source, "caught_up"))
+        return caught_up and runtime.ready()
+
+    app = build_app(runtime.pipeline.process, runtime.registry, ready, token=token,
                     max_body_bytes=settings.http.max_body_bytes, max_pending=settings.http.max_pending_requests,
-                    on_shutdown=runtime.close)
+                    on_startup=start_sources, on_shutdown=stop)
     host = host or settings.http.host
     port = port or settings.http.port
-    errors.print(f"ragmon serving on http://{host}:{port} (POST /v1/events, GET /metrics, /healthz, /readyz)")
+    kafka = f", consuming {settings.kafka.traces_topic}" if settings.kafka.bootstrap_servers else ""
+    errors.print(f"ragmon serving on http://{host}:{port}{kafka} (POST /v1/events, GET /metrics, /healthz, /readyz)")
     server = uvicorn.Server(uvicorn.Config(app, host=host, port=port, log_config=None, access_log=False,
                                            timeout_graceful_shutdown=30))
     server.run()
+    failed = [source.error for source in sources if getattr(source, "error", None) is not None]
+    if failed:
+        errors.print(f"[red]error:[/red] a source stopped: {failed[0]}", highlight=False)
+        ctx.exit(3)
 
 
 @main.command()

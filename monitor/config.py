@@ -150,6 +150,47 @@ class HttpConfig(_Section):
     )
 
 
+class KafkaConfig(_Section):
+    """Kafka (scaled mode). Empty ``bootstrap_servers``: no Kafka, HTTP only."""
+
+    bootstrap_servers: list[str] = Field(default_factory=list, description="Brokers, e.g. [kafka-0:9092].")
+    group_id: str = Field("ragmon", description="Consumer group of the ragmon replicas on the traces topic.")
+    traces_topic: str = Field("rag.traces", description="Trace and feedback events, keyed by conversation or caller.")
+    catalog_topic: str = Field(
+        "rag.catalog", description="Document and index events (compacted; read whole by every replica)."
+    )
+    samples_topic: str = Field("ragmon.samples", description="Where each new sample is published.")
+    dead_letter_topic: str = Field("ragmon.dlq", description="Rejected records, with reason and origin in headers.")
+    max_batch: PositiveInt = Field(500, description="Records per processed batch (and per offset commit).")
+    max_dead_letter_ratio: float = Field(
+        0.5, ge=0, le=1,
+        description="Dead-lettered share of the last `dead_letter_window` records above which consumption stops "
+        "(a broken producer must be loud, not silently dead-lettered). 1 disables the limit.",
+    )
+    dead_letter_window: PositiveInt = Field(1000, description="Records over which the dead-letter ratio is judged.")
+    lag_interval_seconds: PositiveFloat = Field(10.0, description="How often the consumer lag gauge is refreshed.")
+    security_protocol: Literal["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"] = Field(
+        "PLAINTEXT", description="How to reach the brokers."
+    )
+    sasl_mechanism: Literal["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"] | None = Field(
+        None, description="SASL mechanism."
+    )
+    sasl_username: str | None = Field(None, description="SASL user name.")
+    sasl_password: SecretStr | None = Field(None, description="SASL password.")
+    ssl_cafile: Path | None = Field(None, description="CA bundle for SSL.")
+
+    def client_options(self) -> dict[str, Any]:
+        """Connection options common to kafka-python's consumer, producer and admin client."""
+        options: dict[str, Any] = {"bootstrap_servers": self.bootstrap_servers,
+                                   "security_protocol": self.security_protocol}
+        if self.sasl_mechanism:
+            options.update(sasl_mechanism=self.sasl_mechanism, sasl_plain_username=self.sasl_username,
+                           sasl_plain_password=self.sasl_password.get_secret_value() if self.sasl_password else None)
+        if self.ssl_cafile:
+            options["ssl_cafile"] = str(self.ssl_cafile)
+        return options
+
+
 class LogConfig(_Section):
     """Process logs (standard error). Lines carry counts, reasons and names of our own, never input content."""
 
@@ -166,6 +207,7 @@ class Settings(_Section):
     signals: SignalsConfig = SignalsConfig()
     labels: LabelsConfig = LabelsConfig()
     http: HttpConfig = HttpConfig()
+    kafka: KafkaConfig = KafkaConfig()
     log: LogConfig = LogConfig()
 
 

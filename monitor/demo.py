@@ -174,6 +174,7 @@ class Demo:
 
 
 def print_report(console: Console, report: DemoReport) -> None:
+    console.print()
     table = Table(title=f"what ragmon found in {report.traces} traces ({report.simulated_hours:.0f} simulated hours)")
     for column in ("incident", "where", "found", "evidence"):
         table.add_column(column)

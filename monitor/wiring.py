@@ -20,11 +20,52 @@ from monitor.catalog import Catalog
 from monitor.catalog_store import CatalogPersistence, load_catalog
 from monitor.config import Settings
 from monitor.decode import Decoder
-from monitor.pipeline import Pipeline, PipelineStats, Sink
+from monitor.pipeline import DeadLetterSink, Pipeline, PipelineStats, Sink
 from monitor.signals import SignalEngine
 from monitor.store import make_engine, prepare
 
 log = logging.getLogger(__name__)
+
+
+def _dead_letters(settings: Settings, clock: Callable[[], float]) -> DeadLetterSink:
+    """The dead-letter topic when Kafka is configured, else the JSONL file."""
+    if settings.kafka.bootstrap_servers:
+        from kafka import KafkaProducer
+
+        from collectors.kafka import KafkaDeadLetterSink
+
+        producer = KafkaProducer(acks="all", retries=5, linger_ms=5, client_id="ragmon-dead-letters",
+                                 **settings.kafka.client_options())
+        return KafkaDeadLetterSink(producer, settings.kafka.dead_letter_topic, settings.dead_letter.max_raw_bytes)
+    return JsonlDeadLetterSink(settings.dead_letter.path, settings.dead_letter.max_raw_bytes, clock=clock)
+
+
+def build_sources(runtime: Runtime) -> list:
+    """The background sources of `ragmon serve`: with Kafka configured, the traces consumer group
+    and the catalog reader; without it, none (HTTP ingest is always there)."""
+    kafka = runtime.settings.kafka
+    if not kafka.bootstrap_servers:
+        return []
+    from kafka import KafkaConsumer
+
+    from collectors.kafka import DeadLetterGuard, KafkaCatalogReader, KafkaSource
+
+    def group_consumer() -> KafkaConsumer:
+        return KafkaConsumer(group_id=kafka.group_id, enable_auto_commit=False, auto_offset_reset="earliest",
+                             max_poll_records=kafka.max_batch, client_id="ragmon-traces", **kafka.client_options())
+
+    def catalog_consumer() -> KafkaConsumer:
+        return KafkaConsumer(group_id=None, enable_auto_commit=False, client_id="ragmon-catalog",
+                             **kafka.client_options())
+
+    lag = runtime.metrics.consumer_lag
+    return [
+        KafkaCatalogReader(catalog_consumer, kafka.catalog_topic, runtime.pipeline.process, max_batch=kafka.max_batch),
+        KafkaSource(group_consumer, [kafka.traces_topic], runtime.pipeline.process, max_batch=kafka.max_batch,
+                    guard=DeadLetterGuard(kafka.max_dead_letter_ratio, kafka.dead_letter_window),
+                    report_lag=lambda topic, value: lag.labels(topic).set(value),
+                    lag_interval=kafka.lag_interval_seconds),
+    ]
 
 
 @dataclass
@@ -71,7 +112,7 @@ def build_runtime(
     registry = registry if registry is not None else CollectorRegistry()
     metrics = PrometheusSink(registry, settings.labels, stats, catalog, clock)
     signals = SignalEngine(settings.signals, catalog)
-    dead_letters = JsonlDeadLetterSink(settings.dead_letter.path, settings.dead_letter.max_raw_bytes, clock=clock)
+    dead_letters = _dead_letters(settings, clock)
     pipeline = Pipeline(
         Decoder(settings.limits, clock),
         [CatalogPersistence(engine, catalog), metrics, *extra_sinks],

@@ -99,6 +99,12 @@ class Service:
             return "(no log)"
 
     def stop(self, grace: float = 20.0) -> None:
+        """Stop the process and remove its directory."""
+        self.halt(grace)
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+    def halt(self, grace: float = 20.0) -> None:
+        """Stop the process (SIGTERM, then SIGKILL after ``grace``), keeping its data."""
         process, self.process = self.process, None
         if process is not None and process.poll() is None:
             with contextlib.suppress(ProcessLookupError):
@@ -109,7 +115,6 @@ class Service:
                 with contextlib.suppress(ProcessLookupError):
                     os.killpg(process.pid, signal.SIGKILL)
                 process.wait(5)
-        shutil.rmtree(self.dir, ignore_errors=True)
 
 
 def _run(argv: Sequence[str], what: str, cwd: Path | None = None) -> str:
@@ -176,8 +181,13 @@ class Kafka(Service):
         java = shutil.which("java") or "java"
         _run([java, "-cp", classpath, f"-Dlog4j2.configurationFile={log4j}", "kafka.tools.StorageTool",
               "format", "--standalone", "-t", cluster_id, "-c", str(properties)], "kafka storage format")
-        self._spawn([java, "-Xms256m", "-Xmx768m", "-cp", classpath, f"-Dlog4j2.configurationFile={log4j}",
-                     "kafka.Kafka", str(properties)])
+        self._argv = [java, "-Xms256m", "-Xmx768m", "-cp", classpath, f"-Dlog4j2.configurationFile={log4j}",
+                      "kafka.Kafka", str(properties)]
+        self.resume()
+
+    def resume(self) -> None:
+        """Start the broker (again, after :meth:`halt`) on the same ports and data."""
+        self._spawn(self._argv)
         self._wait_until(self._ready, "ready")
 
     def _ready(self) -> bool:

@@ -1,0 +1,271 @@
+"""Kafka against the real broker: the Source contract, volume with dead letters, a killed consumer,
+a consumer group splitting partitions, and a broker restart."""
+
+from __future__ import annotations
+
+import signal
+import sqlite3
+import time
+import uuid
+from collections import Counter
+from collections.abc import Sequence
+
+import msgspec
+import pytest
+from kafka import KafkaConsumer
+from prometheus_client import CollectorRegistry
+
+from collectors.files import RetryPolicy
+from collectors.kafka import DeadLetterGuard, DeadLetterRatioExceeded, KafkaSource
+from monitor.config import load_settings
+from monitor.pipeline import Processor
+from monitor.simulate import CORRUPTIONS, Simulator, corrupt
+from monitor.wiring import build_runtime, build_sources
+from tests.collectors.contract import (  # noqa: F401  (the contract tests run here)
+    SourceHarness,
+    test_a_refused_batch_is_retried_and_nothing_is_lost,
+    test_invalid_input_is_dead_lettered_then_acknowledged,
+    test_nothing_is_acknowledged_while_processing_is_refused,
+    test_records_are_acknowledged_only_after_process_returned,
+)
+from tests.collectors.kafka_support import (
+    committed,
+    encode,
+    end_offsets,
+    key_of,
+    new_topic,
+    produce,
+    read_all,
+    wait_for,
+)
+from tests.ragmon_process import RagmonServer
+from tests.services.harness import Kafka
+
+pytestmark = pytest.mark.integration
+
+
+def group_consumer(kafka, group: str, max_batch: int = 500):
+    return lambda: KafkaConsumer(bootstrap_servers=kafka.bootstrap_servers, group_id=group,
+                                 enable_auto_commit=False, auto_offset_reset="earliest", max_poll_records=max_batch)
+
+
+class KafkaHarness(SourceHarness):
+    def __init__(self, kafka) -> None:
+        self.kafka = kafka
+        self.topic = ""
+        self.group = ""
+
+    def run(self, payloads: Sequence[bytes], process: Processor) -> None:
+        self.topic = new_topic(self.kafka)
+        self.group = f"contract-{uuid.uuid4().hex[:8]}"
+        produce(self.kafka, self.topic, payloads)
+        source = KafkaSource(group_consumer(self.kafka, self.group, self.batch_size), [self.topic], process,
+                             max_batch=self.batch_size, retry=RetryPolicy(initial=0.05, maximum=0.2))
+        source.start()
+        try:
+            wait_for(lambda: self.acknowledged() == len(payloads), 12, "every record acknowledged")
+        except AssertionError:
+            pass  # a source whose batches are refused never gets there; the test judges what it did
+        finally:
+            assert source.shutdown(timeout=15)
+        assert source.error is None
+
+    def acknowledged(self) -> int:
+        return committed(self.kafka, self.group, self.topic).get(0, 0)
+
+
+@pytest.fixture
+def source_harness(kafka) -> SourceHarness:
+    return KafkaHarness(kafka)
+
+
+def settings_for(kafka, tmp_path, **kafka_keys):
+    environ = {"RAGMON_DATABASE__URL": f"sqlite:///{tmp_path / f'{uuid.uuid4().hex[:6]}.db'}",
+               "RAGMON_KAFKA__BOOTSTRAP_SERVERS": f'["{kafka.bootstrap_servers}"]',
+               "RAGMON_KAFKA__LAG_INTERVAL_SECONDS": "0.5"}
+    environ.update({f"RAGMON_KAFKA__{k.upper()}": str(v) for k, v in kafka_keys.items()})
+    return load_settings(environ=environ)
+
+
+def simulated(traces: int, bad_every: int = 0, seed: int = 5) -> tuple[list, list, Counter, Simulator]:
+    """Simulator traffic as Kafka values and keys; every ``bad_every``-th trace broken."""
+    simulator = Simulator(seed=seed, start=time.time() - 5 * 86400, rate=5.0)
+    values, keys, broken, trace_keys = [], [], Counter(), {}
+    kinds = sorted(CORRUPTIONS)
+    for n, event in enumerate(simulator.traffic(traces)):
+        key = key_of(event, trace_keys)
+        if bad_every and event["type"] == "trace" and n % bad_every == 0:
+            how = kinds[sum(broken.values()) % len(kinds)]
+            values.append(corrupt(event, how, msgspec.json.encode))
+            broken[CORRUPTIONS[how]] += 1
+        else:
+            values.append(encode(event))
+        keys.append(key)
+    return values, keys, broken, simulator
+
+
+def test_fifty_thousand_events_with_malformed_ones_over_six_partitions(kafka, tmp_path):
+    topic, dlq, catalog = new_topic(kafka, 6, "traces"), new_topic(kafka, 1, "dlq"), new_topic(kafka, 1, "cat")
+    values, keys, broken, _ = simulated(46_300, bad_every=100)
+    total = produce(kafka, topic, values, keys)
+    assert total >= 50_000 and 0.009 < sum(broken.values()) / total < 0.011
+    group = f"g-{uuid.uuid4().hex[:6]}"
+    settings = settings_for(kafka, tmp_path, traces_topic=topic, dead_letter_topic=dlq, catalog_topic=catalog,
+                            group_id=group)
+    runtime = build_runtime(settings, registry=CollectorRegistry())
+    sources = build_sources(runtime)
+    for source in sources:
+        source.start()
+    try:
+        ends = end_offsets(kafka, topic)
+        wait_for(lambda: committed(kafka, group, topic) == ends, 180, "the group to commit the log end")
+        accepted, rejected = runtime.pipeline.stats.snapshot()
+        assert sum(accepted.values()) == total - sum(broken.values())
+        assert {reason: n for (_, reason), n in rejected.items()} == dict(broken)
+        lag = wait_for(lambda: [s for s in runtime.registry.collect() if s.name == "ragmon_consumer_lag_messages"
+                                and s.samples and s.samples[0].value == 0], 10, "the lag gauge to reach 0")
+        assert lag[0].samples[0].labels == {"topic": topic}
+    finally:
+        for source in sources:
+            assert source.shutdown(timeout=30)
+        runtime.close()
+    letters = read_all(kafka, dlq)
+    assert Counter(dict(m.headers)["ragmon.reason"].decode() for m in letters) == broken
+    for message in letters:
+        headers = dict(message.headers)
+        assert headers["ragmon.origin.topic"].decode() == topic and 0 <= int(headers["ragmon.origin.partition"]) < 6
+        assert int(headers["ragmon.origin.offset"]) >= 0
+    # the raw bytes, exactly (all are under the size bound)
+    assert Counter(m.value for m in letters) == Counter(v for v in values if not is_valid(v))
+
+
+def is_valid(value: bytes) -> bool:
+    from monitor.config import Limits
+    from monitor.decode import Decoder
+    from monitor.errors import InvalidInput
+
+    try:
+        Decoder(Limits(), time.time).decode(value)
+        return True
+    except InvalidInput:
+        return False
+
+
+def test_a_killed_consumer_loses_nothing(kafka, tmp_path):
+    """SIGKILL mid-stream, restart: every document event (each persisted in the catalog table)
+    is there, every malformed record is in the dead-letter topic, the group ends at the log end."""
+    topic, dlq, catalog = new_topic(kafka, 6, "traces"), new_topic(kafka, 1, "dlq"), new_topic(kafka, 1, "cat")
+    documents = [{"type": "document", "doc_id": f"doc-{i:05d}", "tenant": "acme", "version": "1",
+                  "modified_at": time.time() - 3600} for i in range(12_000)]
+    values = [encode(d) for d in documents]
+    bad_offsets_expected = 0
+    for i in range(0, len(values), 100):
+        values[i] = b'{"type": "document", "doc_id": '
+        bad_offsets_expected += 1
+    produce(kafka, topic, values, [f"k{i % 97}".encode() for i in range(len(values))])
+    group = f"g-{uuid.uuid4().hex[:6]}"
+    env = {"RAGMON_KAFKA__BOOTSTRAP_SERVERS": f'["{kafka.bootstrap_servers}"]', "RAGMON_KAFKA__TRACES_TOPIC": topic,
+           "RAGMON_KAFKA__DEAD_LETTER_TOPIC": dlq, "RAGMON_KAFKA__CATALOG_TOPIC": catalog,
+           "RAGMON_KAFKA__GROUP_ID": group, "RAGMON_KAFKA__MAX_BATCH": "200"}
+    first = RagmonServer(tmp_path, **env).start()
+    wait_for(lambda: sum(committed(kafka, group, topic).values()) > 2000, 60, "some progress")
+    first.process.send_signal(signal.SIGKILL)
+    first.process.wait(10)
+    done_before = sum(committed(kafka, group, topic).values())
+    assert done_before < len(values), "the consumer finished before it could be killed"
+    with RagmonServer(tmp_path, **env):
+        ends = end_offsets(kafka, topic)
+        wait_for(lambda: committed(kafka, group, topic) == ends, 120, "the restarted consumer to finish")
+    with sqlite3.connect(tmp_path / "ragmon.db") as db:
+        stored = {row[0] for row in db.execute("select doc_id from catalog_document")}
+    expected = {d["doc_id"] for i, d in enumerate(documents) if i % 100 != 0}
+    assert stored == expected
+    letters = read_all(kafka, dlq)
+    origins = {(int(dict(m.headers)["ragmon.origin.partition"]), int(dict(m.headers)["ragmon.origin.offset"]))
+               for m in letters}
+    assert len(origins) == bad_offsets_expected  # each malformed record dead-lettered (at least once)
+
+
+def test_two_consumers_split_the_partitions_and_keying_keeps_rephrases_together(kafka, tmp_path):
+    topic, dlq, catalog = new_topic(kafka, 6, "traces"), new_topic(kafka, 1, "dlq"), new_topic(kafka, 1, "cat")
+    values, keys, _, simulator = simulated(8000, seed=9)
+    produce(kafka, topic, values, keys)
+    injected = sum(n for key, n in simulator.injected.items() if key[0] == "rephrase")
+    group = f"g-{uuid.uuid4().hex[:6]}"
+    runtimes, sources = [], []
+    for _ in range(2):
+        settings = settings_for(kafka, tmp_path, traces_topic=topic, dead_letter_topic=dlq, catalog_topic=catalog,
+                                group_id=group, max_batch=100)
+        runtime = build_runtime(settings, registry=CollectorRegistry())
+        runtimes.append(runtime)
+        sources.extend(build_sources(runtime))
+    for source in sources:
+        source.start()
+    try:
+        ends = end_offsets(kafka, topic)
+        wait_for(lambda: committed(kafka, group, topic) == ends, 120, "the group to finish")
+    finally:
+        for source in sources:
+            source.shutdown(timeout=30)
+    traces = [sum(n for (_, kind), n in r.pipeline.stats.snapshot()[0].items() if kind == "trace") for r in runtimes]
+    assert all(n > 0 for n in traces), f"both consumers should own partitions: {traces}"
+    assert sum(traces) == sum(1 for v in values if b'"type":"trace"' in v)
+    found = sum(metric_total(r.registry, "ragmon_rephrases_total") for r in runtimes)
+    assert injected <= found <= injected * 1.3  # chance repeats by the same caller count too
+    for runtime in runtimes:
+        runtime.close()
+
+
+def metric_total(registry, name: str) -> float:
+    from exporters.prometheus import metric_sum
+
+    return metric_sum(registry, name)
+
+
+def test_a_broker_restart_mid_stream_loses_nothing(tmp_path):
+    with Kafka() as kafka:
+        topic, dlq, catalog = new_topic(kafka, 3, "traces"), new_topic(kafka, 1, "dlq"), new_topic(kafka, 1, "cat")
+        values, keys, _, _ = simulated(6000, seed=13)
+        half = len(values) // 2
+        produce(kafka, topic, values[:half], keys[:half])
+        group = f"g-{uuid.uuid4().hex[:6]}"
+        settings = settings_for(kafka, tmp_path, traces_topic=topic, dead_letter_topic=dlq, catalog_topic=catalog,
+                                group_id=group, max_batch=100)
+        runtime = build_runtime(settings, registry=CollectorRegistry())
+        sources = build_sources(runtime)
+        for source in sources:
+            source.start()
+        try:
+            wait_for(lambda: sum(committed(kafka, group, topic).values()) > 500, 60, "some progress")
+            kafka.halt()
+            time.sleep(20)
+            kafka.resume()
+            produce(kafka, topic, values[half:], keys[half:])
+            ends = end_offsets(kafka, topic)
+            wait_for(lambda: committed(kafka, group, topic) == ends, 180, "the consumer to recover and finish")
+            assert all(source.error is None for source in sources)
+        finally:
+            for source in sources:
+                source.shutdown(timeout=30)
+        accepted, _ = runtime.pipeline.stats.snapshot()
+        assert sum(accepted.values()) >= len(values)  # at least once: a batch in flight may come twice
+        runtime.close()
+
+
+def test_a_broken_producer_stops_the_consumer_loudly(kafka):
+    topic = new_topic(kafka)
+    produce(kafka, topic, [b"garbage"] * 300 + [b"{}"] * 10)
+    group = f"g-{uuid.uuid4().hex[:6]}"
+
+    def process(batch):
+        from monitor.pipeline import BatchResult
+
+        return BatchResult(0, len(batch))
+
+    source = KafkaSource(group_consumer(kafka, group, 50), [topic], process, max_batch=50,
+                         guard=DeadLetterGuard(0.5, 200))
+    source.start()
+    wait_for(lambda: source.error is not None, 30, "the source to stop")
+    assert isinstance(source.error, DeadLetterRatioExceeded)
+    assert "rejected" in str(source.error)
+    assert sum(committed(kafka, group, topic).values()) < 310
