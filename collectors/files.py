@@ -9,7 +9,7 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -17,9 +17,9 @@ from typing import BinaryIO
 
 import msgspec
 
-from monitor.errors import Reason, Retryable
+from monitor.errors import Retryable
 from monitor.pipeline import Processor
-from monitor.records import RawRecord
+from monitor.records import DeadLetter, RawRecord
 
 log = logging.getLogger(__name__)
 
@@ -187,9 +187,10 @@ class JsonlDeadLetterSink:
     """Appends each rejected record as one JSON line: time, source, reason, detail, origin,
     size, and the raw bytes (base64, at most ``max_raw_bytes``; ``truncated`` says if cut).
 
-    Writes go straight to the file descriptor so that a failure (disk full, directory gone)
-    leaves no half-written line behind: the file is cut back to its last whole record and
-    :class:`Retryable` is raised, so the source pauses and retries instead of losing anything.
+    A batch's letters are appended in one write and synced before ``write`` returns. A failure
+    (disk full, directory gone) leaves no partial batch behind: the file is cut back to where the
+    batch started and :class:`Retryable` is raised, so the source pauses and retries instead of
+    losing anything, and a retried batch is not written twice.
     """
 
     def __init__(self, path: Path, max_raw_bytes: int, clock: Callable[[], float] = time.time) -> None:
@@ -199,38 +200,24 @@ class JsonlDeadLetterSink:
         self._encoder = msgspec.json.Encoder()
         self._lock = threading.Lock()
         self._fd: int | None = None
-        self._dirty = False
         self.written = 0
 
-    def put(self, record: RawRecord, reason: Reason, detail: str) -> None:
+    def write(self, letters: Sequence[DeadLetter]) -> None:
+        stamp = datetime.fromtimestamp(self._clock(), UTC).isoformat(timespec="milliseconds")
+        data = b"".join(self._line(letter, stamp) for letter in letters)
+        with self._lock:
+            self._append(data)
+            self.written += len(letters)
+
+    def _line(self, letter: DeadLetter, stamp: str) -> bytes:
+        record = letter.record
         raw = record.data[: self._max_raw_bytes]
         size = len(record.data) if record.size is None else record.size
-        line = self._encoder.encode(
-            _DeadLetter(
-                time=datetime.fromtimestamp(self._clock(), UTC).isoformat(timespec="milliseconds"),
-                source=record.source,
-                reason=reason.value,
-                detail=detail,
-                origin=record.origin,
-                size=size,
-                truncated=len(raw) < size,
-                raw_base64=base64.b64encode(raw).decode("ascii"),
-            )
-        )
-        with self._lock:
-            self._append(line + b"\n")
-            self._dirty = True
-            self.written += 1
-
-    def flush(self, timeout: float) -> None:
-        with self._lock:
-            if not self._dirty or self._fd is None:
-                return
-            try:
-                os.fsync(self._fd)
-            except OSError as error:
-                raise Retryable(f"dead-letter file {self.path}: {error.strerror}") from error
-            self._dirty = False
+        return self._encoder.encode(_DeadLetter(
+            time=stamp, source=record.source, reason=letter.reason.value, detail=letter.detail,
+            origin=record.origin, size=size, truncated=len(raw) < size,
+            raw_base64=base64.b64encode(raw).decode("ascii"),
+        )) + b"\n"
 
     def shutdown(self) -> None:
         with self._lock:
@@ -245,14 +232,19 @@ class JsonlDeadLetterSink:
                 self.path.parent.mkdir(parents=True, exist_ok=True)
                 self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o640)
             end = os.lseek(self._fd, 0, os.SEEK_END)
-            if os.write(self._fd, data) == len(data):
-                return
-            failure = OSError(errno.ENOSPC, "short write")
+            view = memoryview(data)
+            while view:
+                written = os.write(self._fd, view)
+                if written <= 0:
+                    raise OSError(errno.ENOSPC, "short write")
+                view = view[written:]
+            os.fsync(self._fd)
+            return
         except OSError as error:
             failure = error
         if end is not None and self._fd is not None:
             with contextlib.suppress(OSError):
-                os.ftruncate(self._fd, end)  # drop the half-written line
+                os.ftruncate(self._fd, end)  # drop the partly written batch
         raise Retryable(f"dead-letter file {self.path}: {failure.strerror}") from failure
 
 

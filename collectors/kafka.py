@@ -14,17 +14,16 @@ import logging
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Iterable
-from typing import Any
+from collections.abc import Callable, Iterable, Sequence
 
 from kafka import ConsumerRebalanceListener, KafkaConsumer, KafkaProducer
 from kafka.errors import KafkaError
 from kafka.structs import OffsetAndMetadata, TopicPartition
 
 from collectors.files import RetryPolicy
-from monitor.errors import Reason, Retryable
+from monitor.errors import Retryable
 from monitor.pipeline import BatchResult, Processor
-from monitor.records import RawRecord
+from monitor.records import DeadLetter, RawRecord
 
 log = logging.getLogger(__name__)
 SOURCE = "kafka"
@@ -296,40 +295,32 @@ class KafkaCatalogReader:
 
 class KafkaDeadLetterSink:
     """Produces each rejected record to the dead-letter topic: the raw bytes (bounded) as the
-    value, and source, reason, detail and origin as headers. ``flush`` waits for the broker's
-    acknowledgement; a producer error raises :class:`Retryable`."""
+    value, and source, reason, detail and origin as headers. ``write`` returns once the broker
+    acknowledged the batch; a producer error raises :class:`Retryable` (the batch is then retried,
+    so a letter that did get through before the error may appear twice: at least once)."""
 
-    def __init__(self, producer: KafkaProducer, topic: str, max_raw_bytes: int) -> None:
+    def __init__(self, producer: KafkaProducer, topic: str, max_raw_bytes: int, timeout: float = 30.0) -> None:
         self._producer = producer
         self._topic = topic
         self._max_raw_bytes = max_raw_bytes
-        self._futures: list[Any] = []
-        self._lock = threading.Lock()
+        self._timeout = timeout
 
-    def put(self, record: RawRecord, reason: Reason, detail: str) -> None:
-        size = len(record.data) if record.size is None else record.size
-        headers = [("ragmon.source", record.source.encode()), ("ragmon.reason", reason.value.encode()),
-                   ("ragmon.detail", detail.encode()), ("ragmon.size", str(size).encode())]
-        headers += [(f"ragmon.origin.{k}", str(v).encode()) for k, v in record.origin.items() if v is not None]
+    def write(self, letters: Sequence[DeadLetter]) -> None:
         try:
-            future = self._producer.send(self._topic, value=record.data[: self._max_raw_bytes], headers=headers)
-        except KafkaError as error:
-            raise Retryable(f"dead-letter topic: {type(error).__name__}") from error
-        with self._lock:
-            self._futures.append(future)
-
-    def flush(self, timeout: float) -> None:
-        with self._lock:
-            futures, self._futures = self._futures, []
-        if not futures:
-            return
-        try:
-            self._producer.flush(timeout)
+            futures = [self._send(letter) for letter in letters]
+            self._producer.flush(self._timeout)
             for future in futures:
                 future.get(timeout=0)
         except KafkaError as error:
-            # the batch is retried as a whole, and its records are put again
             raise Retryable(f"dead-letter topic: {type(error).__name__}") from error
+
+    def _send(self, letter: DeadLetter):
+        record = letter.record
+        size = len(record.data) if record.size is None else record.size
+        headers = [("ragmon.source", record.source.encode()), ("ragmon.reason", letter.reason.value.encode()),
+                   ("ragmon.detail", letter.detail.encode()), ("ragmon.size", str(size).encode())]
+        headers += [(f"ragmon.origin.{k}", str(v).encode()) for k, v in record.origin.items() if v is not None]
+        return self._producer.send(self._topic, value=record.data[: self._max_raw_bytes], headers=headers)
 
     def shutdown(self) -> None:
         self._producer.close(timeout=10)

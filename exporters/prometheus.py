@@ -83,6 +83,7 @@ class PrometheusSink:
     """Counts each observation's signals into metrics on ``registry``."""
 
     name = "prometheus"
+    durable = False  # counts only what is already stored, so a retried batch is not counted twice
 
     def __init__(self, registry: CollectorRegistry, labels: LabelsConfig, stats: PipelineStats,
                  catalog: Catalog, clock: Callable[[], float] = time.time) -> None:

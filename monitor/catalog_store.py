@@ -60,6 +60,7 @@ class CatalogPersistence:
     """
 
     name = "catalog"
+    durable = True
 
     def __init__(self, engine: Engine, catalog: Catalog) -> None:
         self._engine = engine

@@ -6,25 +6,18 @@ Both can be told to refuse work (``fail_with``) to exercise the retry paths.
 from __future__ import annotations
 
 import threading
-from dataclasses import dataclass
+from collections.abc import Sequence
 
-from monitor.errors import Reason
 from monitor.pipeline import Observation
-from monitor.records import RawRecord
-
-
-@dataclass(frozen=True)
-class DeadLetter:
-    record: RawRecord
-    reason: Reason
-    detail: str
+from monitor.records import DeadLetter
 
 
 class MemorySink:
-    """Keeps every observation it consumed, in order."""
+    """Keeps every observation it consumed, in order. ``durable`` says which phase it joins."""
 
-    def __init__(self, name: str = "memory") -> None:
+    def __init__(self, name: str = "memory", durable: bool = False) -> None:
         self.name = name
+        self.durable = durable
         self.observations: list[Observation] = []
         self.fail_with: BaseException | None = None
         self.flushes = 0
@@ -52,15 +45,11 @@ class MemoryDeadLetters:
         self.fail_with: BaseException | None = None
         self._lock = threading.Lock()
 
-    def put(self, record: RawRecord, reason: Reason, detail: str) -> None:
+    def write(self, letters: Sequence[DeadLetter]) -> None:
         if self.fail_with is not None:
             raise self.fail_with
         with self._lock:
-            self.letters.append(DeadLetter(record, reason, detail))
-
-    def flush(self, timeout: float) -> None:
-        if self.fail_with is not None:
-            raise self.fail_with
+            self.letters.extend(letters)
 
     def shutdown(self) -> None:
         pass

@@ -2,14 +2,19 @@
 
 ::
 
-    Source --RawRecord batch--> Pipeline.process --Observation--> FanOut --> Sink, Sink, ...
-                                      \\--InvalidInput--> DeadLetterSink
+    Source --RawRecord batch--> Pipeline.process --Observation--> durable sinks  (then flushed)
+                                      \\--InvalidInput--> DeadLetterSink            (then written)
+                                                          Observation--> other sinks (metrics)
 
-Acknowledgement rule (every source obeys it, ``tests/collectors/test_source_contract.py`` checks):
+Acknowledgement rule (every source obeys it; ``tests/collectors/contract.py`` checks each one):
 a source acknowledges (commits an offset, advances a file position, answers 2xx) only after
 ``process`` has returned for the batch holding the record. If ``process`` raises
 :class:`~monitor.errors.Retryable`, nothing of that batch is acknowledged and the source retries
 it after a back-off; records are therefore delivered at least once, never lost.
+
+A batch becomes durable before anything is counted: durable sinks (catalog, samples) take and
+flush it first, then its dead letters are written in one go. Only then do the other sinks
+(metrics) see it, so a batch that is refused and retried is not counted twice.
 """
 
 from __future__ import annotations
@@ -22,9 +27,9 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from monitor.decode import Decoder
-from monitor.errors import InvalidInput, Reason, Retryable
+from monitor.errors import InvalidInput, Retryable
 from monitor.model import Event
-from monitor.records import RawRecord
+from monitor.records import DeadLetter, RawRecord
 from monitor.signals.results import Signals
 
 Analyzer = Callable[[Event], Signals | None]
@@ -45,13 +50,16 @@ class Observation:
 class Sink(Protocol):
     """Consumes observations. Must be safe to call from several threads.
 
-    ``consume`` raises :class:`Retryable` to refuse an observation it cannot handle now (the
-    batch is then retried); any other exception is a bug: counted, logged, and the other sinks
-    still get the observation. ``flush`` makes everything consumed so far durable (returns False
-    if it could not within ``timeout``); ``shutdown`` releases resources.
+    ``durable`` sinks store something that must survive (catalog rows, samples): they see a
+    batch first, and ``flush`` must make it durable (return False, or raise :class:`Retryable`,
+    when it cannot; the batch is then retried, so consuming must be idempotent). Other sinks
+    (metrics) see a batch only once it is durable. ``consume`` raises :class:`Retryable` to
+    refuse an observation; any other exception is a bug: counted, logged, and the other sinks
+    still get the observation. ``shutdown`` releases resources.
     """
 
     name: str
+    durable: bool
 
     def consume(self, observation: Observation) -> None: ...
 
@@ -63,13 +71,11 @@ class Sink(Protocol):
 class DeadLetterSink(Protocol):
     """Stores rejected records with their reason, detail, origin and (bounded) raw bytes.
 
-    ``put`` and ``flush`` raise :class:`Retryable` when the record cannot be stored: the source
-    then pauses instead of dropping it.
+    ``write`` stores a batch's dead letters and returns once they are durable; when it cannot, it
+    raises :class:`Retryable` (the source then pauses instead of dropping anything).
     """
 
-    def put(self, record: RawRecord, reason: Reason, detail: str) -> None: ...
-
-    def flush(self, timeout: float) -> None: ...
+    def write(self, letters: Sequence[DeadLetter]) -> None: ...
 
     def shutdown(self) -> None: ...
 
@@ -117,12 +123,7 @@ class PipelineStats:
     last_event_time: dict[tuple[str, str], float] = field(default_factory=dict)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
-    def merge(
-        self,
-        accepted: Counter[tuple[str, str]],
-        rejected: Counter[tuple[str, str]],
-        now: float,
-    ) -> None:
+    def merge(self, accepted: Counter[tuple[str, str]], rejected: Counter[tuple[str, str]], now: float) -> None:
         with self._lock:
             self.accepted.update(accepted)
             self.rejected.update(rejected)
@@ -134,34 +135,43 @@ class PipelineStats:
             self.sink_errors[sink] += 1
 
     def snapshot(self) -> tuple[dict[tuple[str, str], int], dict[tuple[str, str], int]]:
+        """(accepted, rejected) as plain dicts."""
         with self._lock:
             return dict(self.accepted), dict(self.rejected)
 
+    def full_snapshot(self) -> tuple[dict, dict, dict, dict]:
+        """(accepted, rejected, last event time, sink errors), taken together."""
+        with self._lock:
+            return dict(self.accepted), dict(self.rejected), dict(self.last_event_time), dict(self.sink_errors)
+
 
 class FanOut:
-    """Hands each observation to every sink; one failing sink does not stop the others."""
+    """Hands observations to a group of sinks; one failing sink does not stop the others."""
 
     def __init__(self, sinks: Sequence[Sink], stats: PipelineStats) -> None:
-        self._sinks = tuple(sinks)
+        self.sinks = tuple(sinks)
         self._stats = stats
 
-    def consume(self, observation: Observation) -> None:
+    def consume(self, observations: Sequence[Observation]) -> None:
+        """Every observation to every sink; raises the first :class:`Retryable` at the end."""
         retry: Retryable | None = None
-        for sink in self._sinks:
-            try:
-                sink.consume(observation)
-            except Retryable as error:
-                retry = error  # the others still consume; the batch is retried as a whole
-            except Exception:
-                self._stats.count_sink_error(sink.name)
-                log.exception("sink %s failed on an observation; it was skipped", sink.name)
+        for sink in self.sinks:
+            for observation in observations:
+                try:
+                    sink.consume(observation)
+                except Retryable as error:
+                    retry = retry or error  # the others still consume; the batch is retried as a whole
+                    break
+                except Exception:
+                    self._stats.count_sink_error(sink.name)
+                    log.exception("sink %s failed on an observation; it was skipped", sink.name)
         if retry is not None:
             raise retry
 
     def flush(self, timeout: float) -> list[str]:
         """Flush every sink; return the names (and reasons) of those that could not."""
         failed = []
-        for sink in self._sinks:
+        for sink in self.sinks:
             try:
                 if not sink.flush(timeout):
                     failed.append(f"{sink.name} (timed out)")
@@ -174,7 +184,7 @@ class FanOut:
         return failed
 
     def shutdown(self) -> None:
-        for sink in self._sinks:
+        for sink in self.sinks:
             try:
                 sink.shutdown()
             except Exception:
@@ -182,8 +192,8 @@ class FanOut:
 
 
 class Pipeline:
-    """Decodes a batch, dead-letters what is invalid, computes signals, fans the rest out, then
-    makes it durable.
+    """Decodes a batch, computes signals, makes the batch durable (durable sinks, dead letters),
+    then hands it to the other sinks.
 
     ``process`` is the processor every source calls. It may be called from several threads;
     batches are processed one at a time, because the signals keep state (catalog, baselines,
@@ -204,7 +214,8 @@ class Pipeline:
         self._decoder = decoder
         self._analyze = analyze
         self._lock = threading.Lock()
-        self._fanout = FanOut(sinks, self.stats)
+        self._durable = FanOut([s for s in sinks if s.durable], self.stats)
+        self._volatile = FanOut([s for s in sinks if not s.durable], self.stats)
         self._dead_letters = dead_letters
         self._clock = clock
         self._flush_timeout = flush_timeout
@@ -212,36 +223,44 @@ class Pipeline:
     def process(self, records: Sequence[RawRecord]) -> BatchResult:
         """Handle one batch. Returns only when its effects are durable.
 
-        Raises :class:`Retryable` if a sink or the dead-letter sink cannot take or persist the
-        batch; the caller must then not acknowledge any record of it.
+        Raises :class:`Retryable` if a durable sink or the dead-letter sink cannot take or persist
+        the batch; the caller must then not acknowledge any record of it.
         """
         with self._lock:
             return self._process(records)
 
     def _process(self, records: Sequence[RawRecord]) -> BatchResult:
-        accepted: Counter[tuple[str, str]] = Counter()
-        rejected: Counter[tuple[str, str]] = Counter()
         now = self._clock()
         analyze = self._analyze
+        observations: list[Observation] = []
+        letters: list[DeadLetter] = []
         rejections: list[Rejection] = []
+        accepted: Counter[tuple[str, str]] = Counter()
+        rejected: Counter[tuple[str, str]] = Counter()
         for position, record in enumerate(records):
             try:
                 event = self._decoder.decode(record.data, record.size)
             except InvalidInput as error:
-                self._dead_letters.put(record, error.reason, error.detail)
-                rejected[(record.source, error.reason.value)] += 1
+                letters.append(DeadLetter(record, error.reason, error.detail))
                 rejections.append(Rejection(position, error.reason.value, error.detail))
+                rejected[(record.source, error.reason.value)] += 1
                 continue
             signals = analyze(event) if analyze is not None else None
-            self._fanout.consume(Observation(event, record.source, now, signals))
+            observations.append(Observation(event, record.source, now, signals))
             accepted[(record.source, type(event).__struct_config__.tag)] += 1
-        failed = self._fanout.flush(self._flush_timeout)
+        self._durable.consume(observations)
+        failed = self._durable.flush(self._flush_timeout)
         if failed:
             raise Retryable(f"sinks could not persist the batch: {', '.join(failed)}")
-        self._dead_letters.flush(self._flush_timeout)
+        if letters:
+            self._dead_letters.write(letters)
+        # Durable now: from here on nothing refuses the batch, so nothing is counted twice.
+        self._volatile.consume(observations)
+        self._volatile.flush(self._flush_timeout)
         self.stats.merge(accepted, rejected, now)
-        return BatchResult(sum(accepted.values()), len(rejections), rejections)
+        return BatchResult(len(observations), len(rejections), rejections)
 
     def shutdown(self) -> None:
-        self._fanout.shutdown()
+        self._durable.shutdown()
+        self._volatile.shutdown()
         self._dead_letters.shutdown()

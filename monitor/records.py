@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from monitor.errors import Reason
+
 
 @dataclass(slots=True, frozen=True)
 class RawRecord:
@@ -19,3 +21,12 @@ class RawRecord:
     data: bytes
     origin: dict[str, Any] = field(default_factory=dict)
     size: int | None = None  # the real size when a source kept only the head of an oversized record
+
+
+@dataclass(slots=True, frozen=True)
+class DeadLetter:
+    """A rejected record with why it was rejected; ``detail`` names the field, never its content."""
+
+    record: RawRecord
+    reason: Reason
+    detail: str

@@ -1,4 +1,4 @@
-"""Walks a trace's passages stage by stage, judging each distinct passage once."""
+"""Walks a trace's passages stage by stage and counts the distinct passage ids a judge flags."""
 
 from __future__ import annotations
 
@@ -16,30 +16,38 @@ class Flagged:
     candidates: int = 0
     context: int = 0
     doc_ids: list[str] = field(default_factory=list)  # documents behind flagged passages, at most MAX_IDS
-    verdicts: dict[str, bool | None] = field(default_factory=dict)  # passage id -> verdict
+    verdicts: dict[str, bool | None] = field(default_factory=dict)  # passage id -> combined verdict
 
 
 def flag_passages(trace: TraceEvent, judge: Callable[[Passage], bool | None]) -> Flagged:
-    """Apply ``judge`` once per distinct passage id (True flags it; None means undecidable) and
-    count flagged ids per stage; the context is ``trace.final_context()``."""
+    """Judge every copy of every passage (True flags it, False clears it, None: cannot tell).
+
+    Copies of one passage id often carry different fields (candidate lists: id and score; the
+    context: ACL, versions), so the verdicts of all copies are combined: flagged if any copy is
+    flagged, unknown only if every copy is. The combined verdict then counts once per stage the id
+    appears in. The context is ``trace.final_context()``.
+    """
+    context = trace.final_context()
+    lists = [r.passages for r in trace.retrievals]
+    if trace.context is not None:
+        lists.append(context)
     result = Flagged()
     verdicts = result.verdicts
-
-    def flagged(passages: list[Passage]) -> set[str]:
-        found = set()
+    for passages in lists:
         for passage in passages:
-            if passage.id not in verdicts:
-                verdicts[passage.id] = judge(passage)
-            if verdicts[passage.id]:
-                found.add(passage.id)
-                doc_id = passage.doc_id
-                if doc_id and doc_id not in result.doc_ids and len(result.doc_ids) < MAX_IDS:
-                    result.doc_ids.append(doc_id)
-        return found
-
-    candidates: set[str] = set()
-    for retrieval in trace.retrievals:
-        candidates |= flagged(retrieval.passages)
+            verdict = judge(passage)
+            if verdict:
+                verdicts[passage.id] = True
+            elif verdict is False and not verdicts.get(passage.id):
+                verdicts[passage.id] = False
+            else:
+                verdicts.setdefault(passage.id, None)
+    candidates = {p.id for r in trace.retrievals for p in r.passages if verdicts[p.id]}
     result.candidates = len(candidates)
-    result.context = len(flagged(trace.final_context()))
+    result.context = len({p.id for p in context if verdicts[p.id]})
+    for passages in lists:  # documents in the order they first appear
+        for passage in passages:
+            doc_id = passage.doc_id
+            if verdicts[passage.id] and doc_id and doc_id not in result.doc_ids and len(result.doc_ids) < MAX_IDS:
+                result.doc_ids.append(doc_id)
     return result

@@ -12,7 +12,7 @@ import pytest
 from collectors.files import JsonlDeadLetterSink, JsonlSource, RetryPolicy, SourceStopped, read_dead_letters
 from monitor.errors import Reason, Retryable
 from monitor.pipeline import BatchResult, Processor
-from monitor.records import RawRecord
+from monitor.records import DeadLetter, RawRecord
 from tests.collectors.contract import (  # noqa: F401  (the contract tests run here)
     SourceHarness,
     test_a_refused_batch_is_retried_and_nothing_is_lost,
@@ -88,9 +88,9 @@ def test_a_source_gives_up_after_its_retries_and_says_where_to_resume():
 
 def test_dead_letter_file_keeps_reason_detail_origin_and_raw_bytes(tmp_path: Path):
     sink = JsonlDeadLetterSink(tmp_path / "dlq" / "dead.jsonl", max_raw_bytes=8, clock=lambda: 1_796_000_000.0)
-    sink.put(RawRecord("file", b"\xffnot json at all", {"path": "x", "line": 3}), Reason.MALFORMED_JSON, "bad")
-    sink.put(RawRecord("file", b"head", {"line": 9}, size=10_000), Reason.TOO_LARGE, "big")
-    sink.flush(1)
+    sink.write([DeadLetter(RawRecord("file", b"\xffnot json at all", {"path": "x", "line": 3}),
+                           Reason.MALFORMED_JSON, "bad")])
+    sink.write([DeadLetter(RawRecord("file", b"head", {"line": 9}, size=10_000), Reason.TOO_LARGE, "big")])
     sink.shutdown()
     first, second = read_dead_letters(tmp_path / "dlq" / "dead.jsonl")
     assert first["reason"] == "malformed_json" and first["origin"] == {"path": "x", "line": 3}
@@ -103,7 +103,7 @@ def test_dead_letter_file_keeps_reason_detail_origin_and_raw_bytes(tmp_path: Pat
 def test_a_full_disk_raises_retryable(tmp_path: Path):
     sink = JsonlDeadLetterSink(Path("/dev/full"), max_raw_bytes=100)
     with pytest.raises(Retryable, match="/dev/full"):
-        sink.put(RawRecord("file", b"x", {}), Reason.MALFORMED_JSON, "bad")
+        sink.write([DeadLetter(RawRecord("file", b"x", {}), Reason.MALFORMED_JSON, "bad")])
 
 
 FILL_UNTIL_FULL = """
@@ -111,20 +111,21 @@ import resource, signal, sys
 from pathlib import Path
 from collectors.files import JsonlDeadLetterSink
 from monitor.errors import Reason, Retryable
-from monitor.records import RawRecord
+from monitor.records import DeadLetter, RawRecord
 signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # a short write instead of death
 resource.setrlimit(resource.RLIMIT_FSIZE, (1500, 1500))
 sink = JsonlDeadLetterSink(Path(sys.argv[1]), max_raw_bytes=1000)
 for i in range(100):
     try:
-        sink.put(RawRecord("file", b"y" * (37 * i % 200), {"line": i}), Reason.MALFORMED_JSON, "bad")
+        letter = DeadLetter(RawRecord("file", b"y" * (37 * i % 200), {"line": i}), Reason.MALFORMED_JSON, "bad")
+        sink.write([letter, letter])
     except Retryable:
         print(i)
         break
 """
 
 
-def test_a_write_cut_short_leaves_no_half_line(tmp_path: Path):
+def test_a_write_cut_short_leaves_no_partial_batch(tmp_path: Path):
     import subprocess
     import sys
 
@@ -134,7 +135,8 @@ def test_a_write_cut_short_leaves_no_half_line(tmp_path: Path):
     stored = int(done.stdout)
     assert 0 < stored < 100, "the size limit should have been hit"
     assert path.read_bytes().endswith(b"\n")
-    assert [r["origin"]["line"] for r in read_dead_letters(path)] == list(range(stored))
+    # whole batches only: each batch of two letters is all there, or not at all
+    assert [r["origin"]["line"] for r in read_dead_letters(path)] == [i for i in range(stored) for _ in (0, 1)]
 
 
 def test_an_unwritable_directory_raises_retryable(tmp_path: Path):
@@ -142,4 +144,4 @@ def test_an_unwritable_directory_raises_retryable(tmp_path: Path):
     blocker.write_text("")
     sink = JsonlDeadLetterSink(blocker / "dead.jsonl", max_raw_bytes=100)
     with pytest.raises(Retryable):
-        sink.put(RawRecord("file", b"x", {}), Reason.MALFORMED_JSON, "bad")
+        sink.write([DeadLetter(RawRecord("file", b"x", {}), Reason.MALFORMED_JSON, "bad")])

@@ -55,24 +55,48 @@ def test_a_crashing_sink_does_not_stop_the_others():
     assert pipeline.stats.sink_errors == {"broken": 2}
 
 
-def test_a_retryable_sink_fails_the_batch_after_the_others_consumed():
-    waiting, healthy = MemorySink("waiting"), MemorySink("healthy")
+def test_a_refusing_durable_sink_fails_the_batch_before_anything_is_counted():
+    waiting, stored = MemorySink("waiting", durable=True), MemorySink("stored", durable=True)
+    metrics = MemorySink("metrics")
     waiting.fail_with = Retryable("database down")
-    pipeline, _ = make(waiting, healthy)
+    pipeline, dlq = make(waiting, stored, metrics)
     with pytest.raises(Retryable, match="database down"):
-        pipeline.process(records(GOOD))
-    assert len(healthy.observations) == 1
+        pipeline.process(records(GOOD, b"not json"))
+    assert len(stored.observations) == 1  # the other durable sinks still took it (idempotently)
+    assert metrics.observations == [] and dlq.letters == []
     assert pipeline.stats.snapshot() == ({}, {})  # nothing counted for a batch that will be retried
+    waiting.fail_with = None
+    pipeline.process(records(GOOD, b"not json"))  # the retry
+    assert len(metrics.observations) == 1 and len(dlq.letters) == 1  # counted once, dead-lettered once
+
+
+def test_durable_sinks_see_the_batch_before_the_dead_letters_and_the_metrics():
+    order: list[str] = []
+
+    class Recording(MemorySink):
+        def consume(self, observation):
+            order.append(self.name)
+
+    class RecordingLetters(MemoryDeadLetters):
+        def write(self, letters):
+            order.append("dead letters")
+
+    pipeline, _ = make(Recording("metrics"), Recording("catalog", durable=True), dead_letters=RecordingLetters())
+    pipeline.process(records(GOOD, b"{"))
+    assert order == ["catalog", "dead letters", "metrics"]
 
 
 def test_a_dead_letter_sink_that_cannot_store_fails_the_batch():
     dlq = MemoryDeadLetters()
     dlq.fail_with = Retryable("disk full")
-    pipeline, _ = make(MemorySink(), dead_letters=dlq)
+    metrics = MemorySink()
+    pipeline, _ = make(metrics, dead_letters=dlq)
     with pytest.raises(Retryable, match="disk full"):
         pipeline.process(records(GOOD, b"not json"))
+    assert metrics.observations == []
     dlq.fail_with = None
     assert pipeline.process(records(GOOD, b"not json")).rejected == 1
+    assert len(metrics.observations) == 1
 
 
 def test_a_sink_that_cannot_flush_fails_the_batch():
@@ -80,6 +104,6 @@ def test_a_sink_that_cannot_flush_fails_the_batch():
         def flush(self, timeout):
             return False
 
-    pipeline, _ = make(Unflushable("slow"))
+    pipeline, _ = make(Unflushable("slow", durable=True))
     with pytest.raises(Retryable, match="slow"):
         pipeline.process(records(GOOD))

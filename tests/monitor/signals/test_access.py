@@ -200,3 +200,16 @@ def test_counts_are_distinct_passage_ids_per_stage(acls, lists, context):
     assert findings.candidates == len({pid for items in lists for pid in items if bad(pid)})
     assert findings.context == len({pid for pid in context if bad(pid)})
     assert findings.unknown_acl == sum(1 for pid in seen if acl_of[pid] is None)
+
+
+def test_a_leak_shown_only_by_the_context_copy_is_counted_at_both_stages():
+    """Candidate lists often carry only id and score; the context copy carries the ACL. The copy
+    that knows decides, whichever list it is in."""
+    trace = TraceEvent(
+        trace_id="t", time=1.0, query="q", index=IndexRef("policies"), tenant="acme",
+        caller=Caller(id="u", groups=["staff"]),
+        retrievals=[Retrieval("bm25", [Passage("p1", score=1.0), Passage("p2", score=0.5)])],
+        context=[Passage("p1", doc_id="d9", acl=["group:hr"]), Passage("p2", acl=["group:staff"])],
+    )
+    found = permission_violations(trace, Catalog())
+    assert (found.candidates, found.context, found.unknown_acl, found.doc_ids) == (1, 1, 0, ["d9"])

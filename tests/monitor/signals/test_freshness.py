@@ -110,3 +110,13 @@ def test_stale_doc_ids_are_bounded():
     findings = stale_passages(make_trace([("vector", passages)]), Catalog())
     assert (findings.candidates, findings.context) == (MAX_IDS + 3, MAX_IDS + 3)
     assert findings.doc_ids == [f"d{i}" for i in range(MAX_IDS)]
+
+
+def test_staleness_shown_only_by_the_context_copy_is_counted_at_both_stages():
+    trace = TraceEvent(
+        trace_id="t", time=1.0, query="q", index=IndexRef("policies"),
+        retrievals=[Retrieval("vector", [Passage("p1", score=0.9)])],
+        context=[Passage("p1", doc_id="d9", source_modified_at=10.0, indexed_at=5.0)],
+    )
+    found = stale_passages(trace, Catalog())
+    assert (found.candidates, found.context, found.doc_ids) == (1, 1, ["d9"])
