@@ -17,7 +17,7 @@ import zlib
 from collections.abc import Callable
 
 import msgspec
-from anyio import to_thread
+from anyio import CapacityLimiter, to_thread
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 from starlette.applications import Starlette
 from starlette.requests import Request
@@ -73,31 +73,62 @@ async def read_body(request: Request, max_bytes: int) -> bytes:
     body = b"".join(chunks)
     encoding = request.headers.get("content-encoding", "identity").lower()
     if encoding == "gzip":
-        inflater = zlib.decompressobj(wbits=31)
-        try:
-            body = inflater.decompress(body, max_bytes + 1)
-        except zlib.error:
-            raise BodyError(400, "body is not valid gzip") from None
-        if len(body) > max_bytes or inflater.unconsumed_tail:
-            raise BodyError(413, f"decompressed body exceeds the limit of {max_bytes} bytes")
-    elif encoding != "identity":
+        return gunzip(body, max_bytes)
+    if encoding != "identity":
         raise BodyError(415, f"unsupported content encoding {encoding!r}")
     return body
 
 
+def gunzip(body: bytes, max_bytes: int) -> bytes:
+    """Every member of a gzip body (concatenated members are valid gzip), never more than
+    ``max_bytes`` of output; a truncated or corrupt body is an error, not a shorter body."""
+    out: list[bytes] = []
+    size = 0
+    rest = body
+    while rest:
+        inflater = zlib.decompressobj(wbits=31)
+        try:
+            chunk = inflater.decompress(rest, max_bytes + 1 - size)
+        except zlib.error:
+            raise BodyError(400, "body is not valid gzip") from None
+        size += len(chunk)
+        out.append(chunk)
+        if size > max_bytes or inflater.unconsumed_tail:
+            raise BodyError(413, f"decompressed body exceeds the limit of {max_bytes} bytes")
+        if not inflater.eof:
+            raise BodyError(400, "gzip body is truncated")
+        rest = inflater.unused_data
+    return b"".join(out)
+
+
 def split_events(body: bytes, content_type: str) -> list[bytes]:
-    """One raw record per event: the items of a JSON array, the lines of NDJSON, or the body."""
+    """One raw record per event: the lines of NDJSON (by content type, or when the body is not
+    one JSON value but has several lines), the items of a JSON array, or the body itself."""
     stripped = body.strip()
     if not stripped:
         return []
+    if "ndjson" in content_type or "jsonl" in content_type:
+        return _lines(stripped)
     if stripped[:1] == b"[":
         try:
             return [bytes(item) for item in _ARRAY.decode(stripped)]
-        except (msgspec.DecodeError, msgspec.ValidationError):
+        except msgspec.DecodeError:
             raise BodyError(400, "body starts like a JSON array but is not one") from None
-    if "ndjson" in content_type or "jsonl" in content_type or b"\n" in stripped:
-        return [line for line in stripped.split(b"\n") if line.strip()]
-    return [stripped]
+    if b"\n" in stripped and not _is_json(stripped):  # NDJSON sent as plain JSON
+        return _lines(stripped)
+    return [stripped]  # one event (pretty-printed or not); the decoder judges it
+
+
+def _lines(body: bytes) -> list[bytes]:
+    return [line for line in body.split(b"\n") if line.strip()]
+
+
+def _is_json(body: bytes) -> bool:
+    try:
+        msgspec.json.decode(body)
+    except msgspec.DecodeError:
+        return False
+    return True
 
 
 def build_app(
@@ -159,14 +190,19 @@ def build_app(
             "rejections": [{"index": r.position, "reason": r.reason, "detail": r.detail} for r in result.rejections],
         })
 
+    # Scrapes and probes get worker threads of their own: they must answer while ingest
+    # requests hold every other worker, waiting for the pipeline.
+    probes = CapacityLimiter(4)
+
     async def metrics(request: Request) -> Response:
-        return Response(generate_latest(registry), media_type=CONTENT_TYPE_LATEST)
+        body = await to_thread.run_sync(generate_latest, registry, limiter=probes)
+        return Response(body, media_type=CONTENT_TYPE_LATEST)
 
     async def healthz(request: Request) -> Response:
         return PlainTextResponse("ok")
 
     async def readyz(request: Request) -> Response:
-        ok = await to_thread.run_sync(ready)
+        ok = await to_thread.run_sync(ready, limiter=probes)
         return PlainTextResponse("ready" if ok else "not ready", status_code=200 if ok else 503)
 
     @contextlib.asynccontextmanager

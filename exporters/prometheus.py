@@ -227,7 +227,7 @@ class _ScrapeTimeCollector(Collector):
             self._version = "unknown"
 
     def collect(self):
-        accepted, rejected = self._stats.snapshot()
+        accepted, rejected, last_times, sink_errors = self._stats.full_snapshot()
         events = _family("ragmon_events_total")
         for (source, event_type), n in sorted(accepted.items()):
             events.add_metric([source, event_type], n)
@@ -235,10 +235,10 @@ class _ScrapeTimeCollector(Collector):
         for (source, reason), n in sorted(rejected.items()):
             rejections.add_metric([source, reason], n)
         last = _family("ragmon_last_event_timestamp_seconds")
-        for (source, event_type), when in sorted(self._stats.last_event_time.items()):
+        for (source, event_type), when in sorted(last_times.items()):
             last.add_metric([source, event_type], when)
         errors = _family("ragmon_sink_errors_total")
-        for sink, n in sorted(self._stats.sink_errors.items()):
+        for sink, n in sorted(sink_errors.items()):
             errors.add_metric([sink], n)
         yield from (events, rejections, last, errors)
         yield from self._index_health()

@@ -8,7 +8,7 @@ records its tenant, which is how a passage of another tenant is recognized.
 from __future__ import annotations
 
 import threading
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from monitor.model import DocumentEvent, IndexEvent
 
@@ -17,7 +17,9 @@ MAX_VERSION_HISTORY = 16  # versions remembered per document, to tell an old ver
 
 @dataclass(slots=True)
 class DocumentState:
-    """The newest known version of a source document, and when its recent versions changed."""
+    """The newest known version of a source document, and when its recent versions changed.
+
+    Treated as immutable once in the catalog (a change replaces it)."""
 
     doc_id: str
     tenant: str
@@ -58,20 +60,24 @@ class Catalog:
         self._lock = threading.Lock()
 
     def apply_document(self, event: DocumentEvent) -> DocumentState:
-        """Record a document change. An older change arriving late only enters the history."""
+        """Record a document change. An older change arriving late only enters the history.
+
+        States are replaced, never changed in place, so a reader holding one sees a consistent
+        snapshot without the lock.
+        """
         acl = tuple(event.acl) if event.acl is not None else None
         with self._lock:
-            state = self.documents.get(event.doc_id)
-            if state is None:
-                state = DocumentState(event.doc_id, event.tenant, event.version, event.modified_at, acl,
-                                      event.deleted)
-                self.documents[event.doc_id] = state
-            elif event.modified_at >= state.modified_at:
-                state.tenant, state.version, state.modified_at = event.tenant, event.version, event.modified_at
-                state.acl, state.deleted = acl, event.deleted
-            if not (event.deleted and event.version in state.history):
+            current = self.documents.get(event.doc_id)
+            history = dict(current.history) if current is not None else {}
+            if not (event.deleted and event.version in history):
                 # a deletion is not a new version: keep when the version was made
-                _remember(state.history, event.version, event.modified_at)
+                _remember(history, event.version, event.modified_at)
+            if current is None or event.modified_at >= current.modified_at:
+                state = DocumentState(event.doc_id, event.tenant, event.version, event.modified_at, acl,
+                                      event.deleted, history)
+            else:
+                state = replace(current, history=history)
+            self.documents[event.doc_id] = state
             return state
 
     def apply_index(self, event: IndexEvent) -> float | None:
@@ -92,19 +98,29 @@ class Catalog:
     def document(self, doc_id: str) -> DocumentState | None:
         return self.documents.get(doc_id)
 
-    def is_outdated(self, doc_id: str, version: str) -> bool | None:
-        """Whether the catalog knows a newer version of ``doc_id`` than ``version``.
+    def is_outdated(self, doc_id: str, version: str, index: str | None = None) -> bool | None:
+        """Whether ``version`` of ``doc_id`` is no longer current at the source.
 
-        None when the catalog does not know the document. A version the catalog has never seen is
-        taken as older than the newest one: the catalog's change feed is the authority.
+        True when the catalog knows a newer version, or the document was deleted. None when the
+        catalog does not know the document. A version the change feed has not announced counts
+        as older, unless ``index`` holds exactly that version, indexed after the newest change the
+        catalog knows: then the index is ahead of the change feed, not behind it.
         """
         document = self.documents.get(doc_id)
         if document is None:
             return None
+        if document.deleted:
+            return True
         if version == document.version:
             return False
         made = document.history.get(version)
-        return made is None or made < document.modified_at
+        if made is not None:
+            return made < document.modified_at
+        if index is not None:
+            entry = self.indexed.get((index, doc_id))
+            if entry is not None and entry.version == version and entry.indexed_at >= document.modified_at:
+                return False
+        return True
 
     def health(self, now: float) -> dict[str, IndexHealth]:
         """Staleness and embedding models per index, as of ``now``.
@@ -113,23 +129,23 @@ class Catalog:
         is not what the index holds; its staleness is ``now`` minus the time of the oldest change
         the index has not taken in. An index event with ``chunks: 0`` records a removal.
         """
-        with self._lock:
+        with self._lock:  # shallow copies of immutable states: the walk below holds nothing up
             entries = list(self.indexed.values())
-            documents = self.documents
-            result: dict[str, IndexHealth] = {}
-            models: dict[str, set[str]] = {}
-            for entry in entries:
-                health = result.setdefault(entry.index, IndexHealth())
-                removed = entry.chunks == 0
-                if entry.embedding_model and not removed:
-                    models.setdefault(entry.index, set()).add(entry.embedding_model)
-                document = documents.get(entry.doc_id)
-                if document is None:
-                    continue
-                pending = _pending_since(document, entry, removed)
-                if pending is not None:
-                    health.stale_documents += 1
-                    health.max_staleness_seconds = max(health.max_staleness_seconds, max(0.0, now - pending))
+            documents = dict(self.documents)
+        result: dict[str, IndexHealth] = {}
+        models: dict[str, set[str]] = {}
+        for entry in entries:
+            health = result.setdefault(entry.index, IndexHealth())
+            removed = entry.chunks == 0
+            if entry.embedding_model and not removed:
+                models.setdefault(entry.index, set()).add(entry.embedding_model)
+            document = documents.get(entry.doc_id)
+            if document is None:
+                continue
+            pending = _pending_since(document, entry, removed)
+            if pending is not None:
+                health.stale_documents += 1
+                health.max_staleness_seconds = max(health.max_staleness_seconds, max(0.0, now - pending))
         for index, names in models.items():
             result[index].embedding_models = len(names)
         return result

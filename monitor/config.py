@@ -25,6 +25,7 @@ from pydantic import (
     SecretStr,
     ValidationError,
     field_validator,
+    model_validator,
 )
 
 ENV_PREFIX = "RAGMON_"
@@ -116,6 +117,15 @@ class SignalsConfig(_Section):
     rephrase_min_jaccard: float = Field(0.6, gt=0, le=1, description="Token-set Jaccard similarity of a rephrase.")
     rephrase_callers: PositiveInt = Field(100_000, description="Callers remembered for rephrase detection.")
     recent_traces: PositiveInt = Field(200_000, description="Traces remembered to join late feedback to.")
+
+    @model_validator(mode="after")
+    def _window_holds_the_samples(self) -> SignalsConfig:
+        if self.low_score_window < self.low_score_min_samples:
+            raise ValueError(
+                f"low_score_window ({self.low_score_window}) must be at least low_score_min_samples "
+                f"({self.low_score_min_samples}), or the trailing percentile never applies"
+            )
+        return self
 
     @field_validator("refusal_patterns")
     @classmethod

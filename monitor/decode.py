@@ -16,6 +16,7 @@ import msgspec
 from monitor.config import Limits
 from monitor.errors import InvalidInput, Reason
 from monitor.model import (
+    EVENT_TYPES,
     FEEDBACK_KINDS,
     DocumentEvent,
     Event,
@@ -24,6 +25,8 @@ from monitor.model import (
     Passage,
     TraceEvent,
 )
+
+MAX_COST_USD = 1e6  # per trace; above it a value is a unit mistake, and it would poison a counter for good
 
 _AT = re.compile(r" - at `(?P<path>[^`]*)`$")
 _BACKTICKED = re.compile(r"`([^`]*)`")
@@ -40,7 +43,7 @@ def _classify(error: msgspec.ValidationError) -> InvalidInput:
         field = f"{path}.{name.group(1)}" if name else path
         return InvalidInput(Reason.MISSING_FIELD, f"missing required field `{field}`", field)
     if path == "$.type" and head.startswith("Invalid value"):
-        kinds = ", ".join(("trace", "feedback", "document", "index"))
+        kinds = ", ".join(EVENT_TYPES)
         return InvalidInput(Reason.UNKNOWN_TYPE, f"`$.type` is not one of {kinds}", path)
     if "datetime" in head or (head.startswith("Number out of range") and _is_time_path(path)):
         return InvalidInput(
@@ -109,11 +112,11 @@ class Decoder:
             raise InvalidInput(Reason.MALFORMED_JSON, str(error)) from None
         except RecursionError:
             raise InvalidInput(Reason.MALFORMED_JSON, "JSON nesting is too deep") from None
-        latest = self._clock() + self._limits.max_clock_skew_seconds
-        if isinstance(event, TraceEvent) and self._trace_fits(event, latest):
+        now = self._clock()
+        if isinstance(event, TraceEvent) and self._trace_fits(event, now + self._limits.max_clock_skew_seconds):
             return event
         # Not a trace, or a trace that breaks a limit: the thorough pass names the field.
-        return _Checker(self._limits, latest).event(event)
+        return _Checker(self._limits, now).event(event)
 
     def _trace_fits(self, trace: TraceEvent, latest: float) -> bool:
         """The hot path: the same limits as :class:`_Checker` applies to a trace, without
@@ -157,9 +160,16 @@ class Decoder:
             if not _principals_fit(answer.citations, max_id, max_items):  # same bounds as ids
                 return False
         latency = trace.latency_ms
-        return latency is None or all(
+        if latency is not None and not all(
             value is None or value >= 0
             for value in (latency.retrieve, latency.rerank, latency.generate, latency.total)
+        ):
+            return False
+        usage = trace.usage
+        return usage is None or (
+            (usage.input_tokens is None or usage.input_tokens >= 0)
+            and (usage.output_tokens is None or usage.output_tokens >= 0)
+            and (usage.cost_usd is None or 0 <= usage.cost_usd <= MAX_COST_USD)
         )
 
 
@@ -213,19 +223,19 @@ class _Checker:
     """The limits msgspec's static types cannot express (they are configurable), plus
     timestamp normalization. One instance per record."""
 
-    __slots__ = ("_limits", "_latest")
+    __slots__ = ("_limits", "_latest", "_now")
 
-    def __init__(self, limits: Limits, latest: float) -> None:
+    def __init__(self, limits: Limits, now: float) -> None:
         self._limits = limits
-        self._latest = latest
+        self._now = now
+        self._latest = now + limits.max_clock_skew_seconds
 
     def event(self, event: Event) -> Event:
         if isinstance(event, TraceEvent):
             self._trace(event)
         elif isinstance(event, FeedbackEvent):
             self._id(event.trace_id, "$.trace_id")
-            if event.time is not None:
-                event.time = self._time(event.time, "$.time")
+            event.time = self._now if event.time is None else self._time(event.time, "$.time")
             self._text(event.comment, "$.comment")
         elif isinstance(event, DocumentEvent):
             self._id(event.doc_id, "$.doc_id")
@@ -270,6 +280,14 @@ class _Checker:
             self._count(trace.answer.citations, "$.answer.citations")
             for i, citation in enumerate(trace.answer.citations):
                 self._id(citation, f"$.answer.citations[{i}]")
+        if trace.usage is not None:
+            for name in ("input_tokens", "output_tokens"):
+                if (getattr(trace.usage, name) or 0) < 0:
+                    raise InvalidInput(Reason.INVALID_VALUE, f"`$.usage.{name}` is negative", f"$.usage.{name}")
+            cost = trace.usage.cost_usd
+            if cost is not None and not 0 <= cost <= MAX_COST_USD:
+                raise InvalidInput(Reason.INVALID_VALUE, f"`$.usage.cost_usd` must be within 0 and {MAX_COST_USD:g}",
+                                   "$.usage.cost_usd")
         if trace.latency_ms is not None:
             for stage in ("retrieve", "rerank", "generate", "total"):
                 value = getattr(trace.latency_ms, stage)

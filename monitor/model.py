@@ -101,7 +101,7 @@ class FeedbackEvent(msgspec.Struct, tag="feedback", tag_field="type", omit_defau
 
     trace_id: str
     kind: FeedbackKind
-    time: Timestamp | None = None  # None: the time it was received
+    time: Timestamp | None = None  # absent: the decoder sets the time it was received
     value: Literal["up", "down"] | None = None
     comment: str | None = None
 

@@ -19,7 +19,8 @@ def clean_env(**env) -> dict:
 
 
 def run(args, tmp_path: Path, input=None):
-    environ = clean_env(RAGMON_DEAD_LETTER__PATH=str(tmp_path / "dead.jsonl"))
+    environ = clean_env(RAGMON_DEAD_LETTER__PATH=str(tmp_path / "dead.jsonl"),
+                        RAGMON_DATABASE__URL=f"sqlite:///{tmp_path / 'ragmon.db'}")
     return CliRunner().invoke(main, args, env=environ, input=input, catch_exceptions=False)
 
 
@@ -52,7 +53,8 @@ def test_replay_stops_with_an_error_when_the_dead_letter_file_cannot_be_written(
     blocker.write_text("")
     result = CliRunner().invoke(
         main, ["replay", "-", "--retries", "2"], input=b"not json\n",
-        env=clean_env(RAGMON_DEAD_LETTER__PATH=str(blocker / "dead.jsonl")),
+        env=clean_env(RAGMON_DEAD_LETTER__PATH=str(blocker / "dead.jsonl"),
+                      RAGMON_DATABASE__URL=f"sqlite:///{tmp_path / 'ragmon.db'}"),
     )
     assert result.exit_code == 1
     assert "gave up after retries" in result.output
@@ -61,7 +63,8 @@ def test_replay_stops_with_an_error_when_the_dead_letter_file_cannot_be_written(
 def test_config_check_prints_masked_config(tmp_path):
     config = tmp_path / "ragmon.yaml"
     config.write_text("database:\n  url: postgresql+psycopg://ragmon:hunter2@db/ragmon\n")
-    result = run(["--config", str(config), "config", "check", "--json"], tmp_path)
+    result = CliRunner().invoke(main, ["--config", str(config), "config", "check", "--json"],
+                                env=clean_env(RAGMON_DEAD_LETTER__PATH=str(tmp_path / "dead.jsonl")))
     assert result.exit_code == 0, result.output
     assert "hunter2" not in result.output
     shown = json.loads(result.output[: result.output.rindex("}") + 1])

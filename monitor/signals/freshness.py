@@ -8,11 +8,11 @@ from monitor.signals.results import StaleFindings
 from monitor.signals.stages import flag_passages
 
 
-def is_stale(passage: Passage, catalog: Catalog) -> bool:
-    """The catalog decides when it knows the document; without it, a source modified after it
-    was indexed is stale."""
+def is_stale(passage: Passage, catalog: Catalog, index: str | None = None) -> bool:
+    """The catalog decides when it knows the document (a deleted document's passages are stale);
+    without it, a source modified after it was indexed is stale. ``index``: the trace's index."""
     if passage.doc_id is not None and passage.doc_version is not None:
-        outdated = catalog.is_outdated(passage.doc_id, passage.doc_version)
+        outdated = catalog.is_outdated(passage.doc_id, passage.doc_version, index)
         if outdated is not None:
             return outdated
     if passage.source_modified_at is not None and passage.indexed_at is not None:
@@ -22,5 +22,5 @@ def is_stale(passage: Passage, catalog: Catalog) -> bool:
 
 def stale_passages(trace: TraceEvent, catalog: Catalog) -> StaleFindings:
     """Distinct stale passage ids at stage ``candidates`` and ``context``."""
-    flagged = flag_passages(trace, lambda passage: is_stale(passage, catalog))
+    flagged = flag_passages(trace, lambda passage: is_stale(passage, catalog, trace.index.name))
     return StaleFindings(flagged.candidates, flagged.context, flagged.doc_ids)

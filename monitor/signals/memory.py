@@ -10,14 +10,21 @@ from collections import OrderedDict
 from monitor.signals.results import TraceRef
 
 _WORDS = re.compile(r"\w+")
+MAX_TOKENS = 64  # distinct words kept per question: memory stays small whatever the query's size
 
 
-def question_tokens(text: str) -> frozenset[str]:
-    """Normalized words of a question: lower-cased word characters, punctuation dropped."""
-    return frozenset(_WORDS.findall(text.casefold()))
+def question_tokens(text: str) -> frozenset[int]:
+    """Normalized words of a question (lower-cased word characters, punctuation dropped), the
+    first :data:`MAX_TOKENS` distinct ones, kept as hashes."""
+    tokens: dict[int, None] = {}
+    for match in _WORDS.finditer(text.casefold()):
+        tokens[hash(match.group())] = None
+        if len(tokens) >= MAX_TOKENS:
+            break
+    return frozenset(tokens)
 
 
-def jaccard(a: frozenset[str], b: frozenset[str]) -> float:
+def jaccard(a: frozenset, b: frozenset) -> float:
     if not a and not b:
         return 1.0
     return len(a & b) / len(a | b)
@@ -49,8 +56,9 @@ class RecentTraces:
 class RephraseDetector:
     """Finds a caller asking nearly the same question again within a time window.
 
-    Remembers the last ``per_caller`` questions of at most ``callers`` callers (least recently
-    active dropped). Seeing the same trace twice (a retried batch) is not a rephrase.
+    Remembers the last ``per_caller`` questions of at most ``callers`` callers, and forgets
+    callers whose last question is older than the window (least recently active first). Seeing
+    the same trace twice (a retried batch) is not a rephrase.
     """
 
     def __init__(self, window_seconds: float, min_jaccard: float, callers: int, per_caller: int = 8) -> None:
@@ -58,13 +66,14 @@ class RephraseDetector:
         self._min_jaccard = min_jaccard
         self._callers = callers
         self._per_caller = per_caller
-        self._recent: OrderedDict[str, list[tuple[TraceRef, frozenset[str]]]] = OrderedDict()
+        self._recent: OrderedDict[str, list[tuple[TraceRef, frozenset[int]]]] = OrderedDict()
         self._lock = threading.Lock()
 
     def check(self, caller: str, ref: TraceRef, question: str) -> TraceRef | None:
         """Return the earlier trace that ``ref`` rephrases, if any, and remember ``ref``."""
         tokens = question_tokens(question)
         with self._lock:
+            self._forget_idle(ref.time)
             history = self._recent.get(caller)
             if history is None:
                 history = self._recent[caller] = []
@@ -84,3 +93,15 @@ class RephraseDetector:
             if len(history) > self._per_caller:
                 del history[0]
             return earlier
+
+    def _forget_idle(self, now: float) -> None:
+        """Drop callers, least recently active first, whose last question left the window."""
+        recent = self._recent
+        while recent:
+            first = next(iter(recent))
+            if now - recent[first][-1][0].time <= self._window:
+                break
+            del recent[first]
+
+    def __len__(self) -> int:
+        return len(self._recent)

@@ -16,8 +16,44 @@ from monitor.config import load_settings
 from monitor.errors import Retryable
 from monitor.pipeline import BatchResult
 from monitor.wiring import build_runtime
+from tests.collectors.contract import (  # noqa: F401  (the contract tests run here)
+    SourceHarness,
+    test_a_refused_batch_is_retried_and_nothing_is_lost,
+    test_invalid_input_is_dead_lettered_then_acknowledged,
+    test_nothing_is_acknowledged_while_processing_is_refused,
+    test_records_are_acknowledged_only_after_process_returned,
+)
 
 NOW = 1_796_000_000.0
+
+
+class HttpHarness(SourceHarness):
+    """A client posting NDJSON batches; a record is acknowledged when its request got 200. Like
+    an OTLP exporter, the client retries a 503 a few times, then gives up."""
+
+    def __init__(self) -> None:
+        self.acked = 0
+
+    def run(self, payloads, process) -> None:
+        client = TestClient(build_app(process, CollectorRegistry(), lambda: True))
+        for start in range(0, len(payloads), self.batch_size):
+            batch = payloads[start:start + self.batch_size]
+            for _ in range(4):
+                answer = client.post("/v1/events", content=b"\n".join(batch),
+                                     headers={"content-type": "application/x-ndjson"})
+                if answer.status_code != 503:
+                    break
+            if answer.status_code != 200:
+                return  # an exporter drops nothing it was not told was taken; it stops here
+            self.acked += len(batch)
+
+    def acknowledged(self) -> int:
+        return self.acked
+
+
+@pytest.fixture
+def source_harness() -> SourceHarness:
+    return HttpHarness()
 
 
 def trace(i: int) -> dict:
@@ -136,3 +172,28 @@ def test_too_many_pending_requests_answer_503():
 
 def test_ready_when_the_database_answers(runtime):
     assert client_for(runtime).get("/readyz").status_code == 200
+
+
+def test_a_pretty_printed_single_object_is_one_event(runtime):
+    answer = client_for(runtime).post("/v1/events", content=json.dumps(trace(1), indent=2),
+                                      headers={"content-type": "application/json"})
+    assert answer.status_code == 200 and (answer.json()["accepted"], answer.json()["rejected"]) == (1, 0)
+
+
+def test_ndjson_sent_as_plain_json_is_split_into_lines(runtime):
+    body = b"\n".join(json.dumps(trace(i)).encode() for i in (1, 2))
+    answer = client_for(runtime).post("/v1/events", content=body, headers={"content-type": "application/json"})
+    assert answer.json()["accepted"] == 2
+
+
+def test_every_member_of_a_multi_member_gzip_body_counts(runtime):
+    body = gzip.compress(json.dumps(trace(1)).encode() + b"\n") + gzip.compress(json.dumps(trace(2)).encode())
+    answer = client_for(runtime).post("/v1/events", content=body, headers={
+        "content-encoding": "gzip", "content-type": "application/x-ndjson"})
+    assert answer.status_code == 200 and answer.json()["accepted"] == 2
+
+
+def test_a_truncated_gzip_body_is_refused(runtime):
+    body = gzip.compress(json.dumps([trace(1), trace(2)]).encode())
+    answer = client_for(runtime).post("/v1/events", content=body[:-12], headers={"content-encoding": "gzip"})
+    assert answer.status_code == 400 and "truncated" in answer.json()["error"]

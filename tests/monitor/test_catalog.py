@@ -311,3 +311,21 @@ def test_the_newest_version_wins_whatever_the_arrival_order(changes):
     assert state.history == {"v1": 10.0, "v2": 20.0, "v3": 30.0, "v4": 40.0}
     assert [catalog.is_outdated("leave", v) for v in ("v1", "v2", "v3", "v4")] == [True, True, True, False]
 
+
+
+def test_a_deleted_documents_passages_are_outdated():
+    catalog = Catalog()
+    catalog.apply_document(doc(version="4", modified_at=100.0))
+    catalog.apply_document(doc(version="4", modified_at=200.0, deleted=True))
+    assert catalog.is_outdated("leave", "4") is True
+
+
+def test_an_index_ahead_of_the_change_feed_is_not_outdated():
+    catalog = Catalog()
+    catalog.apply_document(doc(version="4", modified_at=100.0))
+    catalog.apply_index(indexed(version="5", indexed_at=300.0))  # v5 indexed before its document event
+    assert catalog.is_outdated("leave", "5", "policies") is False
+    assert catalog.is_outdated("leave", "5", "other-index") is True  # that index holds no v5
+    assert catalog.is_outdated("leave", "5") is True
+    catalog.apply_document(doc(version="6", modified_at=400.0))  # newer than the indexed v5
+    assert catalog.is_outdated("leave", "5", "policies") is True

@@ -77,6 +77,8 @@ def test_other_event_kinds_decode():
     doc = d.decode(b'{"type":"document","doc_id":"d","version":"4","modified_at":"2026-11-25T09:00:00+02:00"}')
     idx = d.decode(b'{"type":"index","index":"p","doc_id":"d","version":"3","indexed_at":1795000000}')
     assert isinstance(fb, FeedbackEvent) and fb.value == "down"
+    untimed = d.decode(b'{"type":"feedback","trace_id":"t","kind":"copy"}')
+    assert untimed.time == NOW  # received now
     assert isinstance(doc, DocumentEvent) and doc.tenant == "default"
     assert doc.modified_at == at("2026-11-25T07:00:00+00:00")
     assert isinstance(idx, IndexEvent) and idx.indexed_at == 1795000000.0
@@ -107,6 +109,10 @@ def test_other_event_kinds_decode():
          Reason.INVALID_VALUE, "$.context[0].score"),
         (trace(trace_id=""), Reason.INVALID_VALUE, "$.trace_id"),
         (trace(latency_ms={"total": -1}), Reason.INVALID_VALUE, "$.latency_ms.total"),
+        (trace(usage={"input_tokens": -5}), Reason.INVALID_VALUE, "$.usage.input_tokens"),
+        (trace(usage={"output_tokens": -1}), Reason.INVALID_VALUE, "$.usage.output_tokens"),
+        (trace(usage={"cost_usd": 1e308}), Reason.INVALID_VALUE, "$.usage.cost_usd"),
+        (trace(usage={"cost_usd": -0.01}), Reason.INVALID_VALUE, "$.usage.cost_usd"),
         ({"type": "feedback", "trace_id": "t", "kind": "like"}, Reason.INVALID_VALUE, "$.kind"),
         ({"type": "feedback", "trace_id": "t", "kind": "thumb", "value": "meh"}, Reason.INVALID_VALUE, "$.value"),
         (trace(time="2026-11-29"), Reason.BAD_TIMESTAMP, "$.time"),
@@ -208,28 +214,45 @@ def _sized(n_max: int):
 
 @st.composite
 def near_limit_traces(draw):
-    """Traces whose ids, texts, lists and times sit around small limits, to compare the fast
-    path with the thorough checker."""
+    """Traces whose ids, texts, lists, times and numbers sit around small limits, in every field
+    the limits apply to, to compare the fast path with the thorough checker."""
     text = lambda n: "x" * n  # noqa: E731
-    passage = st.builds(
-        lambda i, d, t, acl, span, when: {
-            "id": text(i), "doc_id": text(d), "text": text(t), "acl": [text(a) for a in acl],
-            "span": span, "indexed_at": when},
-        _sized(6), _sized(6), _sized(12), st.lists(_sized(6), max_size=4),
-        st.sampled_from([[0, 5], [5, 0], [3, 3]]),
-        st.sampled_from([NOW - 10, NOW + 10, NOW + 10_000, 0, "2026-11-29T10:00:00Z"]),
-    )
-    return {
+    sized_text = lambda n_max: _sized(n_max).map(text)  # noqa: E731
+    maybe = lambda strategy: st.none() | strategy  # noqa: E731
+    when = st.sampled_from([NOW - 10, NOW + 10, NOW + 10_000, 0, "2026-11-29T10:00:00Z"])
+    passage = st.fixed_dictionaries({"id": sized_text(6)}, optional={
+        "doc_id": sized_text(6), "doc_version": sized_text(6), "embedding_model": sized_text(6),
+        "text": sized_text(12), "acl": st.lists(sized_text(6), max_size=4),
+        "span": st.sampled_from([[0, 5], [5, 0], [3, 3]]), "indexed_at": when, "source_modified_at": when,
+    })
+    event = {
         "type": "trace", "trace_id": text(draw(_sized(6))), "tenant": text(draw(_sized(6))),
         "time": draw(st.sampled_from([NOW, NOW + 200, NOW + 1000, "2026-11-29T10:00:00+01:00"])),
         "query": text(draw(_sized(12))), "index": {"name": text(draw(_sized(6)))},
-        "caller": {"id": text(draw(_sized(6))), "groups": [text(g) for g in draw(st.lists(_sized(6), max_size=4))]},
         "retrievals": [{"retriever": text(draw(_sized(6))), "passages": draw(st.lists(passage, max_size=4))}
                        for _ in range(draw(_sized(3)))],
-        "answer": {"text": text(draw(_sized(12))),
-                   "citations": [text(c) for c in draw(st.lists(_sized(6), max_size=4))]},
-        "latency_ms": {"total": draw(st.sampled_from([-1, 0, 5]))},
     }
+    optional = {
+        "conversation_id": maybe(sized_text(6)),
+        "caller": maybe(st.fixed_dictionaries({"groups": st.lists(sized_text(6), max_size=4)},
+                                              optional={"id": sized_text(6)})),
+        "context": maybe(st.lists(passage, max_size=4)),
+        "answer": maybe(st.fixed_dictionaries({"text": sized_text(12),
+                                               "citations": st.lists(sized_text(6), max_size=4)})),
+        "latency_ms": maybe(st.fixed_dictionaries({}, optional={
+            stage: st.sampled_from([-1, 0, 5]) for stage in ("retrieve", "rerank", "generate", "total")})),
+        "usage": maybe(st.fixed_dictionaries({}, optional={
+            "input_tokens": st.sampled_from([-1, 0, 7]), "output_tokens": st.sampled_from([-1, 0, 7]),
+            "cost_usd": st.sampled_from([-0.5, 0.0, 0.2, 2e6])})),
+    }
+    for name, strategy in optional.items():
+        value = draw(strategy)
+        if value is not None:
+            event[name] = value
+    version = draw(maybe(sized_text(6)))
+    if version is not None:
+        event["index"]["version"] = version
+    return event
 
 
 @settings(max_examples=3000, deadline=None)
@@ -244,7 +267,7 @@ def test_the_fast_path_accepts_exactly_what_the_thorough_checker_accepts(event):
     typed = msgspec.json.Decoder(TraceEvent)
     fast = fast_decoder._trace_fits(typed.decode(raw), NOW + 300)
     try:
-        _Checker(limits, NOW + 300).event(typed.decode(raw))
+        _Checker(limits, NOW).event(typed.decode(raw))
         thorough = True
     except InvalidInput:
         thorough = False
