@@ -24,6 +24,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import Route
 
+from collectors.otlp import OtlpReceiver
 from monitor.errors import Retryable
 from monitor.pipeline import Processor
 from monitor.records import RawRecord
@@ -141,6 +142,7 @@ def build_app(
     max_pending: int = 64,
     on_startup: Callable[[], None] | None = None,
     on_shutdown: Callable[[], None] | None = None,
+    otlp: OtlpReceiver | None = None,
 ) -> Starlette:
     """The ASGI app. ``ready`` answers /readyz; ``on_startup`` runs before the first request,
     ``on_shutdown`` after the last one."""
@@ -190,6 +192,23 @@ def build_app(
             "rejections": [{"index": r.position, "reason": r.reason, "detail": r.detail} for r in result.rejections],
         })
 
+    async def traces(request: Request) -> Response:
+        if not authorized(request):
+            return JSONResponse({"error": "missing or wrong bearer token"}, status_code=401,
+                                headers={"WWW-Authenticate": "Bearer"})
+        if not pending.enter():
+            return Response(b"too many pending requests", status_code=503, headers={"Retry-After": "1"})
+        try:
+            try:
+                body = await read_body(request, max_body_bytes)
+            except BodyError as error:
+                return Response(str(error).encode(), status_code=error.status, media_type="text/plain")
+            answer = await to_thread.run_sync(otlp.receive, body, request.headers.get("content-type", ""))
+            return Response(answer.body, status_code=answer.status, media_type=answer.content_type,
+                            headers=answer.headers)
+        finally:
+            pending.leave()
+
     # Scrapes and probes get worker threads of their own: they must answer while ingest
     # requests hold every other worker, waiting for the pipeline.
     probes = CapacityLimiter(4)
@@ -213,7 +232,9 @@ def build_app(
         if on_shutdown is not None:
             await to_thread.run_sync(on_shutdown)
 
+    routes = [] if otlp is None else [Route("/v1/traces", traces, methods=["POST"])]
     return Starlette(routes=[
+        *routes,
         Route("/v1/events", events, methods=["POST"]),
         Route("/metrics", metrics, methods=["GET"]),
         Route("/healthz", healthz, methods=["GET"]),

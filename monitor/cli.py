@@ -18,7 +18,7 @@ from rich.table import Table
 from collectors.files import JsonlSource, RetryPolicy, SourceStopped
 from monitor import logs
 from monitor.config import ConfigError, Settings, effective_config, load_settings
-from monitor.wiring import build_runtime, build_sources
+from monitor.wiring import build_otlp, build_runtime, build_sources
 
 EXAMPLE_EVENTS = Path(__file__).parent / "examples" / "events.jsonl"
 
@@ -160,7 +160,8 @@ def serve(ctx: click.Context, host: str | None, port: int | None) -> None:
 
     settings = _settings(ctx)
     runtime = build_runtime(settings)
-    sources = build_sources(runtime)
+    otlp = build_otlp(runtime)
+    sources = [*build_sources(runtime), *([otlp] if otlp is not None else [])]
     token = settings.http.token.get_secret_value() if settings.http.token else None
     server: uvicorn.Server
 
@@ -187,11 +188,12 @@ def serve(ctx: click.Context, host: str | None, port: int | None) -> None:
 
     app = build_app(runtime.pipeline.process, runtime.registry, ready, token=token,
                     max_body_bytes=settings.http.max_body_bytes, max_pending=settings.http.max_pending_requests,
-                    on_startup=start_sources, on_shutdown=stop)
+                    on_startup=start_sources, on_shutdown=stop, otlp=otlp)
     host = host or settings.http.host
     port = port or settings.http.port
     kafka = f", consuming {settings.kafka.traces_topic}" if settings.kafka.bootstrap_servers else ""
-    errors.print(f"ragmon serving on http://{host}:{port}{kafka} (POST /v1/events, GET /metrics, /healthz, /readyz)")
+    routes = "POST /v1/events" + (", POST /v1/traces" if otlp is not None else "") + ", GET /metrics, /healthz, /readyz"
+    errors.print(f"ragmon serving on http://{host}:{port}{kafka} ({routes})")
     server = uvicorn.Server(uvicorn.Config(app, host=host, port=port, log_config=None, access_log=False,
                                            timeout_graceful_shutdown=30))
     server.run()

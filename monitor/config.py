@@ -160,6 +160,23 @@ class HttpConfig(_Section):
     )
 
 
+class OtlpConfig(_Section):
+    """The OTLP/HTTP trace receiver (`POST /v1/traces` on the HTTP port)."""
+
+    enabled: bool = Field(True, description="Accept OTLP traces.")
+    assembly_wait_seconds: PositiveFloat = Field(
+        5.0, description="A trace is complete once no span of it arrived for this long."
+    )
+    max_pending_traces: PositiveInt = Field(
+        10_000, description="Traces being assembled at most; beyond it, 503 with Retry-After."
+    )
+    max_spans_per_trace: PositiveInt = Field(1000, description="Spans kept per trace; more are rejected.")
+    forward_to_kafka: bool = Field(
+        False, description="Send assembled traces to the Kafka traces topic (keyed by caller) instead of "
+        "processing them here, so all state sits on one keyed path."
+    )
+
+
 class KafkaConfig(_Section):
     """Kafka (scaled mode). Empty ``bootstrap_servers``: no Kafka, HTTP only."""
 
@@ -217,6 +234,7 @@ class Settings(_Section):
     signals: SignalsConfig = SignalsConfig()
     labels: LabelsConfig = LabelsConfig()
     http: HttpConfig = HttpConfig()
+    otlp: OtlpConfig = OtlpConfig()
     kafka: KafkaConfig = KafkaConfig()
     log: LogConfig = LogConfig()
 

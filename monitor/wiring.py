@@ -68,6 +68,39 @@ def build_sources(runtime: Runtime) -> list:
     ]
 
 
+def build_otlp(runtime: Runtime):
+    """The OTLP receiver, delivering assembled traces to this process's pipeline, or to the
+    Kafka traces topic when ``otlp.forward_to_kafka`` is set."""
+    config = runtime.settings.otlp
+    if not config.enabled:
+        return None
+    from collectors.otlp import OtlpReceiver, TraceAssembler
+
+    assembler = TraceAssembler(config.assembly_wait_seconds, config.max_pending_traces, config.max_spans_per_trace)
+    if config.forward_to_kafka and runtime.settings.kafka.bootstrap_servers:
+        from kafka.errors import KafkaError
+
+        from collectors.emitter import KafkaTransport, event_key
+        from monitor.errors import Retryable
+
+        kafka = runtime.settings.kafka
+        transport = KafkaTransport(KafkaTransport.producer(kafka.bootstrap_servers, client_id="ragmon-otlp",
+                                                           **{k: v for k, v in kafka.client_options().items()
+                                                              if k != "bootstrap_servers"}),
+                                   kafka.traces_topic)
+
+        def forward(records, events) -> None:
+            try:
+                for event in events:
+                    transport.send(event, event_key(event))
+                transport.flush(30)
+            except KafkaError as error:
+                raise Retryable(f"forwarding to {kafka.traces_topic}: {type(error).__name__}") from error
+
+        return OtlpReceiver(assembler, forward)
+    return OtlpReceiver(assembler, lambda records, events: runtime.pipeline.process(records))
+
+
 @dataclass
 class Runtime:
     """Everything one ragmon process runs on."""

@@ -1,0 +1,204 @@
+"""The OTLP/HTTP trace receiver: ``POST /v1/traces`` (protobuf or JSON, optionally gzip).
+
+The spans of one OTel trace can arrive in several requests, so spans wait in a bounded
+assembler until no new span of their trace came for ``wait`` seconds; the trace is then mapped
+to one ragmon trace event (``collectors.otlp_spans``) and goes through the pipeline like any
+other record (decoded, validated, dead-lettered if wrong), or is forwarded to the traces topic.
+
+Answers follow OTLP: 200 with ``partial_success`` counting the spans it could not take, 400 for
+a body that is not an export, 413 too large, 415 other content types, 503 with ``Retry-After``
+when the assembler is full. Spans are held in memory between the 200 and their trace's delivery;
+a graceful shutdown delivers them all, a crash loses at most those not yet delivered.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import msgspec
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceResponse
+
+from collectors.files import RetryPolicy
+from collectors.otlp_spans import PayloadError, Span, feedback_event, parse_json, parse_protobuf, trace_event
+from monitor.errors import Retryable
+from monitor.records import RawRecord
+
+log = logging.getLogger(__name__)
+SOURCE = "otlp"
+PROTOBUF = "application/x-protobuf"
+JSON = "application/json"
+
+BACKOFF = RetryPolicy(initial=0.5, maximum=10.0)
+Deliver = Callable[[list[RawRecord], list[dict[str, Any]]], None]  # (records, the events they encode)
+
+
+class AssemblerFull(Exception):
+    """No room for another trace: the client should retry later."""
+
+
+@dataclass
+class _Pending:
+    spans: list[Span] = field(default_factory=list)
+    last_seen: float = 0.0
+
+
+class TraceAssembler:
+    """Groups spans by trace id until their trace has been quiet for ``wait`` seconds.
+
+    Holds at most ``max_traces`` traces and ``max_spans`` spans per trace; a request that would
+    start more traces than there is room for is refused whole (:class:`AssemblerFull`), spans over
+    a trace's bound are counted as rejected.
+    """
+
+    def __init__(self, wait: float, max_traces: int, max_spans: int, clock: Callable[[], float] = time.monotonic):
+        self._wait = wait
+        self._max_traces = max_traces
+        self._max_spans = max_spans
+        self._clock = clock
+        self._traces: OrderedDict[str, _Pending] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def add(self, spans: list[Span]) -> int:
+        """Take ``spans``; return how many were rejected. Raises :class:`AssemblerFull`."""
+        now = self._clock()
+        with self._lock:
+            new = {s.trace_id for s in spans} - self._traces.keys()
+            if len(self._traces) + len(new) > self._max_traces:
+                raise AssemblerFull(f"{len(self._traces)} traces are being assembled")
+            rejected = 0
+            for span in spans:
+                pending = self._traces.get(span.trace_id)
+                if pending is None:
+                    pending = self._traces[span.trace_id] = _Pending()
+                if len(pending.spans) >= self._max_spans:
+                    rejected += 1
+                    continue
+                pending.spans.append(span)
+                pending.last_seen = now
+                self._traces.move_to_end(span.trace_id)
+            return rejected
+
+    def due(self, everything: bool = False) -> list[list[Span]]:
+        """Remove and return the traces quiet for ``wait`` seconds (all of them if ``everything``)."""
+        horizon = self._clock() - self._wait
+        out = []
+        with self._lock:
+            while self._traces:
+                trace_id, pending = next(iter(self._traces.items()))
+                if not everything and pending.last_seen > horizon:
+                    break
+                del self._traces[trace_id]
+                out.append(pending.spans)
+        return out
+
+    def __len__(self) -> int:
+        return len(self._traces)
+
+
+@dataclass
+class Answer:
+    status: int
+    body: bytes
+    content_type: str
+    headers: dict[str, str] = field(default_factory=dict)
+
+
+class OtlpReceiver:
+    """Parses export requests into the assembler; a background thread delivers quiet traces."""
+
+    def __init__(self, assembler: TraceAssembler, deliver: Deliver, *, interval: float = 0.5,
+                 retry: RetryPolicy = BACKOFF) -> None:
+        self._assembler = assembler
+        self._deliver = deliver
+        self._interval = interval
+        self._retry = retry
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._encode = msgspec.json.Encoder().encode
+
+    def receive(self, body: bytes, content_type: str) -> Answer:
+        media = content_type.split(";")[0].strip().lower()
+        if media not in (PROTOBUF, JSON):
+            return self._answer(media if media == JSON else PROTOBUF, 415, f"unsupported content type {media!r}")
+        try:
+            spans = parse_protobuf(body) if media == PROTOBUF else parse_json(body)
+        except PayloadError as error:
+            return self._answer(media, 400, str(error))
+        valid = [s for s in spans if len(s.trace_id) == 32 and s.trace_id.strip("0")]
+        rejected = len(spans) - len(valid)
+        feedback = [s for s in valid if s.attributes.get("ragmon.feedback.trace_id")]
+        traced = [s for s in valid if not s.attributes.get("ragmon.feedback.trace_id")]
+        try:
+            rejected += self._assembler.add(traced)
+        except AssemblerFull as error:
+            return self._answer(media, 503, str(error), {"Retry-After": "2"})
+        if feedback:
+            events = [e for e in map(feedback_event, feedback) if e is not None]
+            try:
+                self._deliver(self._records(events), events)
+            except Retryable as error:
+                return self._answer(media, 503, str(error), {"Retry-After": "5"})
+        message = f"{rejected} spans rejected (invalid trace id, or over the spans-per-trace limit)" if rejected else ""
+        return self._answer(media, 200, message, rejected=rejected)
+
+    def start(self) -> None:
+        self._thread = threading.Thread(target=self._run, name="otlp-assembler", daemon=True)
+        self._thread.start()
+
+    def shutdown(self, timeout: float) -> bool:
+        """Stop, then deliver every trace still being assembled."""
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout)
+        self._flush(everything=True)
+        return self._thread is None or not self._thread.is_alive()
+
+    def _run(self) -> None:
+        while not self._stop.wait(self._interval):
+            self._flush()
+
+    def _flush(self, everything: bool = False) -> None:
+        traces = self._assembler.due(everything)
+        if not traces:
+            return
+        events = [trace_event(spans) for spans in traces]
+        records = self._records(events)
+        delays = self._retry.delays()
+        while True:
+            try:
+                self._deliver(records, events)
+                return
+            except Retryable as error:
+                delay = next(delays, self._retry.maximum)
+                log.warning("assembled traces refused (%s); retrying in %.1f s", error, delay)
+                if self._stop.is_set() and not everything:
+                    return
+                time.sleep(delay)
+
+    def _records(self, events: list[dict[str, Any]]) -> list[RawRecord]:
+        return [RawRecord(SOURCE, self._encode(e), {"otel_trace": e.get("trace_id")}) for e in events]
+
+    def _answer(self, media: str, status: int, message: str, headers: dict[str, str] | None = None,
+                rejected: int = 0) -> Answer:
+        if media == JSON:
+            body: dict[str, Any] = {}
+            if status == 200:
+                if rejected:
+                    body["partialSuccess"] = {"rejectedSpans": str(rejected), "errorMessage": message}
+            else:
+                body = {"code": status, "message": message}
+            return Answer(status, msgspec.json.encode(body), JSON, headers or {})
+        if status == 200:
+            response = ExportTraceServiceResponse()
+            if rejected:
+                response.partial_success.rejected_spans = rejected
+                response.partial_success.error_message = message
+            return Answer(status, response.SerializeToString(), PROTOBUF, headers or {})
+        # Errors carry a google.rpc.Status in protobuf; a plain message is what clients log.
+        return Answer(status, message.encode(), "text/plain", headers or {})

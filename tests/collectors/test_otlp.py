@@ -1,0 +1,252 @@
+"""OTLP: spans from the real opentelemetry-sdk, in OpenInference and GenAI shape, through the real
+OTLP/HTTP exporters (protobuf and JSON) to a running server; assembly across requests; every
+answer status."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import threading
+import time
+
+import msgspec
+import pytest
+import uvicorn
+from opentelemetry.exporter.otlp.json.http.trace_exporter import OTLPSpanExporter as JsonSpanExporter
+from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
+from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter as ProtobufSpanExporter
+from opentelemetry.sdk.resources import Resource
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from prometheus_client import CollectorRegistry
+from starlette.testclient import TestClient
+
+from collectors.emitter import Emitter, OpenInferenceTransport
+from collectors.http import build_app
+from collectors.otlp import AssemblerFull, OtlpReceiver, TraceAssembler
+from collectors.otlp_spans import parse_json, parse_protobuf, trace_event
+from monitor.config import load_settings
+from monitor.memory import MemorySink
+from monitor.model import FeedbackEvent, TraceEvent
+from monitor.wiring import build_otlp, build_runtime
+from tests.services.harness import free_port
+
+NOW = time.time()
+
+
+def full_trace(emitter: Emitter) -> str:
+    trace = emitter.start_trace("How many vacation days carry over?", index="policies", caller="u-123",
+                                groups=["staff", "hr"], tenant="acme", conversation="c-77", index_version="2026-11-28")
+    trace.add_retrieval("bm25", [{"id": "leave#4", "score": 12.5, "doc_id": "leave", "doc_version": "3"},
+                                 {"id": "travel#1", "score": 7.25}])
+    trace.add_retrieval("vector", [{"id": "leave#4", "score": 0.82}])
+    trace.set_context([{"id": "leave#4", "score": 0.91, "doc_id": "leave", "doc_version": "3", "span": [1200, 1680],
+                        "text": "Up to five days carry over.", "acl": ["group:staff"], "indexed_at": NOW - 86400,
+                        "embedding_model": "e5-large-v2@2"}])
+    trace.set_answer("Five days.", abstained=False, citations=["leave#4"])
+    trace.set_latency(retrieve=40, rerank=12, generate=800, total=900)
+    trace.set_usage(input_tokens=1200, output_tokens=80)
+    return trace.end()
+
+
+def in_memory_provider():
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider(resource=Resource.create({"service.name": "rag-app"}))
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    return provider, exporter
+
+
+def test_openinference_spans_from_the_emitter_map_back_to_the_trace():
+    provider, exporter = in_memory_provider()
+    emitter = Emitter(OpenInferenceTransport(provider), clock=lambda: NOW)
+    trace_id = full_trace(emitter)
+    spans = parse_protobuf(encode_spans(exporter.get_finished_spans()).SerializeToString())
+    assert {s.trace_id for s in spans} == {trace_id}
+    event = trace_event(spans)
+    assert event["trace_id"] == trace_id and event["time"] == pytest.approx(NOW, abs=1e-6)
+    assert (event["tenant"], event["query"], event["index"]) == (
+        "acme", "How many vacation days carry over?", {"name": "policies", "version": "2026-11-28"})
+    assert event["caller"] == {"id": "u-123", "groups": ["staff", "hr"]}
+    assert event["conversation_id"] == "c-77"
+    lists = [(r["retriever"], [(p["id"], p.get("score")) for p in r["passages"]]) for r in event["retrievals"]]
+    assert lists == [("bm25", [("leave#4", 12.5), ("travel#1", 7.25)]), ("vector", [("leave#4", 0.82)]),
+                     ("reranker", [("leave#4", 0.91)])]
+    context = event["retrievals"][-1]["passages"][0]  # the reranked list is the last: the context
+    assert context["acl"] == ["group:staff"] and context["span"] == [1200, 1680]
+    assert context["text"] == "Up to five days carry over." and context["embedding_model"] == "e5-large-v2@2"
+    assert event["answer"] == {"text": "Five days.", "citations": ["leave#4"], "abstained": False}
+    assert event["usage"] == {"input_tokens": 1200, "output_tokens": 80}
+    assert event["latency_ms"]["total"] == 900
+
+
+def test_genai_retrieval_and_chat_spans_map_to_a_trace():
+    provider, exporter = in_memory_provider()
+    tracer = provider.get_tracer("app")
+    start = int(NOW * 1e9)
+    from opentelemetry import trace as otel
+
+    root = tracer.start_span("answer", start_time=start, attributes={"user.id": "u-9",
+                                                                     "gen_ai.conversation.id": "conv-1"})
+    context = otel.set_span_in_context(root)
+    tracer.start_span("retrieval kb", context=context, start_time=start, attributes={
+        "gen_ai.operation.name": "retrieval", "gen_ai.data_source.id": "support-kb",
+        "gen_ai.retrieval.query.text": "reset my password",
+        "gen_ai.retrieval.documents": json.dumps([{"id": "kb-1#2", "score": 0.77}, {"id": "kb-9#0", "score": 0.41}]),
+    }).end(end_time=start + 30_000_000)
+    tracer.start_span("chat gpt", context=context, start_time=start + 30_000_000, attributes={
+        "gen_ai.operation.name": "chat", "gen_ai.usage.input_tokens": 300, "gen_ai.usage.output_tokens": 20,
+        "gen_ai.output.messages": json.dumps([{"role": "assistant", "parts": [{"type": "text",
+                                                                               "content": "Use the reset link."}]}]),
+    }).end(end_time=start + 530_000_000)
+    root.end(end_time=start + 600_000_000)
+    event = trace_event(parse_protobuf(encode_spans(exporter.get_finished_spans()).SerializeToString()))
+    assert event["index"] == {"name": "support-kb"} and event["query"] == "reset my password"
+    assert event["caller"] == {"id": "u-9", "groups": []} and event["conversation_id"] == "conv-1"
+    assert event["retrievals"] == [{"retriever": "retrieval kb", "passages": [{"id": "kb-1#2", "score": 0.77},
+                                                                              {"id": "kb-9#0", "score": 0.41}]}]
+    assert event["answer"] == {"text": "Use the reset link.", "citations": []}
+    assert event["usage"] == {"input_tokens": 300, "output_tokens": 20}
+    assert event["latency_ms"] == {"retrieve": 30.0, "generate": 500.0, "total": 600.0}
+
+
+def test_json_ids_are_hex_and_values_typed():
+    body = {"resourceSpans": [{"resource": {"attributes": [{"key": "service.name", "value": {"stringValue": "a"}}]},
+                               "scopeSpans": [{"spans": [{
+                                   "traceId": "5b8efff798038103d269b633813fc60c", "spanId": "eee19b7ec3c1b174",
+                                   "name": "retrieve", "startTimeUnixNano": "1796000000000000000",
+                                   "endTimeUnixNano": "1796000000100000000",
+                                   "attributes": [{"key": "n", "value": {"intValue": "42"}},
+                                                  {"key": "l", "value": {"arrayValue": {"values": [
+                                                      {"stringValue": "x"}, {"doubleValue": 1.5}]}}}]}]}]}]}
+    [span] = parse_json(json.dumps(body).encode())
+    assert span.trace_id == "5b8efff798038103d269b633813fc60c" and span.span_id == "eee19b7ec3c1b174"
+    assert span.attributes == {"n": 42, "l": ["x", 1.5]} and span.resource == {"service.name": "a"}
+    assert span.duration_ms == 100.0
+
+
+class FakeClock:
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def spans_of(trace_hex: str, n: int):
+    from collectors.otlp_spans import Span
+
+    return [Span(trace_hex, f"{i:016x}", "", "s", 0, 1) for i in range(n)]
+
+
+def test_the_assembler_waits_for_quiet_traces_and_keeps_its_bounds():
+    clock = FakeClock()
+    assembler = TraceAssembler(wait=5.0, max_traces=2, max_spans=3, clock=clock)
+    assert assembler.add(spans_of("a" * 32, 2)) == 0
+    clock.now = 3.0
+    assert assembler.add(spans_of("a" * 32, 2)) == 1  # the fourth span of a trace is over the bound
+    clock.now = 4.0
+    assert assembler.add(spans_of("b" * 32, 1)) == 0
+    with pytest.raises(AssemblerFull):
+        assembler.add(spans_of("c" * 32, 1))
+    clock.now = 7.9
+    assert assembler.due() == []  # trace a was touched at 3.0: quiet only from 8.0
+    clock.now = 8.0
+    [ready] = assembler.due()
+    assert len(ready) == 3 and len(assembler) == 1
+    assert [len(t) for t in assembler.due(everything=True)] == [1]
+
+
+@pytest.fixture
+def server(tmp_path):
+    """`ragmon serve`'s app in this process (uvicorn in a thread), with a memory sink to look at."""
+    settings = load_settings(environ={
+        "RAGMON_DATABASE__URL": f"sqlite:///{tmp_path / 'ragmon.db'}",
+        "RAGMON_DEAD_LETTER__PATH": str(tmp_path / "dead.jsonl"),
+        "RAGMON_OTLP__ASSEMBLY_WAIT_SECONDS": "0.5",
+    })
+    sink = MemorySink()
+    runtime = build_runtime(settings, registry=CollectorRegistry(), extra_sinks=[sink])
+    otlp = build_otlp(runtime)
+    app = build_app(runtime.pipeline.process, runtime.registry, runtime.ready, otlp=otlp,
+                    on_startup=otlp.start, on_shutdown=lambda: (otlp.shutdown(10), runtime.close()))
+    port = free_port()
+    uv = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_config=None, access_log=False))
+    thread = threading.Thread(target=uv.run, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 10
+    while not uv.started:
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+    yield f"http://127.0.0.1:{port}", sink
+    uv.should_exit = True
+    thread.join(15)
+
+
+def traces_seen(sink: MemorySink) -> dict[str, TraceEvent]:
+    return {o.event.trace_id: o.event for o in sink.observations if isinstance(o.event, TraceEvent)}
+
+
+@pytest.mark.parametrize("exporter_class", [ProtobufSpanExporter, JsonSpanExporter], ids=["protobuf", "json"])
+def test_the_sdk_exporters_deliver_traces_split_across_requests(server, exporter_class):
+    url, sink = server
+    provider = TracerProvider()
+    # one request per span: every trace arrives in several requests and must be assembled
+    provider.add_span_processor(SimpleSpanProcessor(exporter_class(endpoint=f"{url}/v1/traces")))
+    emitter = Emitter(OpenInferenceTransport(provider), clock=lambda: NOW)
+    ids = [full_trace(emitter) for _ in range(3)]
+    emitter.feedback(ids[0], "thumb", "down")
+    provider.force_flush()
+    deadline = time.monotonic() + 10
+    while len(traces_seen(sink)) < 3 and time.monotonic() < deadline:
+        time.sleep(0.1)
+    seen = traces_seen(sink)
+    assert set(seen) == set(ids)
+    event = seen[ids[0]]
+    assert [r.retriever for r in event.retrievals] == ["bm25", "vector", "reranker"]
+    assert event.caller.id == "u-123" and event.answer.citations == ["leave#4"]
+    assert [o.source for o in sink.observations if o.event.trace_id in ids][0] == "otlp"
+    feedback = [o.event for o in sink.observations if isinstance(o.event, FeedbackEvent)]
+    assert [(f.trace_id, f.kind, f.value) for f in feedback] == [(ids[0], "thumb", "down")]
+    assert feedback[0] and sink.observations[-1].signals is not None
+    provider.shutdown()
+
+
+def test_error_statuses(tmp_path):
+    settings = load_settings(environ={"RAGMON_DATABASE__URL": f"sqlite:///{tmp_path / 'r.db'}",
+                                      "RAGMON_DEAD_LETTER__PATH": str(tmp_path / "d.jsonl")})
+    runtime = build_runtime(settings, registry=CollectorRegistry())
+    receiver = OtlpReceiver(TraceAssembler(5.0, max_traces=1, max_spans=2), lambda r, e: runtime.pipeline.process(r))
+    client = TestClient(build_app(runtime.pipeline.process, runtime.registry, runtime.ready, otlp=receiver,
+                                  max_body_bytes=20_000, token="t0ken"))
+    auth = {"authorization": "Bearer t0ken"}
+    provider, exporter = in_memory_provider()
+    full_trace(Emitter(OpenInferenceTransport(provider)))
+    body = encode_spans(exporter.get_finished_spans()).SerializeToString()
+    protobuf = {**auth, "content-type": "application/x-protobuf"}
+
+    assert client.post("/v1/traces", content=body, headers={"content-type": "application/x-protobuf"}).status_code == 401
+    assert client.post("/v1/traces", content=b"\xff\xff\xff\xff", headers=protobuf).status_code == 400
+    assert client.post("/v1/traces", content=b"{not json", headers={**auth, "content-type": "application/json"}
+                       ).status_code == 400
+    assert client.post("/v1/traces", content=body, headers={**auth, "content-type": "text/plain"}).status_code == 415
+    assert client.post("/v1/traces", content=b"\x00" * 30_000, headers=protobuf).status_code == 413
+    # five spans of one trace, two kept: 200 with partial success
+    partial = client.post("/v1/traces", content=gzip.compress(body), headers={**protobuf, "content-encoding": "gzip"})
+    assert partial.status_code == 200
+    from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceResponse
+
+    answer = ExportTraceServiceResponse.FromString(partial.content)
+    assert answer.partial_success.rejected_spans == 3 and "limit" in answer.partial_success.error_message
+    # a second trace while the one slot is taken: 503 with Retry-After
+    provider2, exporter2 = in_memory_provider()
+    full_trace(Emitter(OpenInferenceTransport(provider2)))
+    full = client.post("/v1/traces", content=encode_spans(exporter2.get_finished_spans()).SerializeToString(),
+                       headers=protobuf)
+    assert full.status_code == 503 and full.headers["retry-after"] == "2"
+    # the JSON answer names partial success the JSON way
+    json_body = msgspec.json.encode({"resourceSpans": [{"scopeSpans": [{"spans": [
+        {"traceId": "00000000000000000000000000000000", "spanId": "0000000000000001", "name": "bad"}]}]}]})
+    answered = client.post("/v1/traces", content=json_body, headers={**auth, "content-type": "application/json"})
+    assert answered.status_code == 200 and answered.json()["partialSuccess"]["rejectedSpans"] == "1"
+    runtime.close()
