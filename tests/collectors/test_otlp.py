@@ -225,7 +225,8 @@ def test_error_statuses(tmp_path):
     body = encode_spans(exporter.get_finished_spans()).SerializeToString()
     protobuf = {**auth, "content-type": "application/x-protobuf"}
 
-    assert client.post("/v1/traces", content=body, headers={"content-type": "application/x-protobuf"}).status_code == 401
+    unauthorized = client.post("/v1/traces", content=body, headers={"content-type": "application/x-protobuf"})
+    assert unauthorized.status_code == 401
     assert client.post("/v1/traces", content=b"\xff\xff\xff\xff", headers=protobuf).status_code == 400
     assert client.post("/v1/traces", content=b"{not json", headers={**auth, "content-type": "application/json"}
                        ).status_code == 400
