@@ -251,3 +251,30 @@ def test_error_statuses(tmp_path):
     answered = client.post("/v1/traces", content=json_body, headers={**auth, "content-type": "application/json"})
     assert answered.status_code == 200 and answered.json()["partialSuccess"]["rejectedSpans"] == "1"
     runtime.close()
+
+
+def test_genai_spans_made_directly_with_the_sdk_arrive_over_http(server):
+    url, sink = server
+
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(ProtobufSpanExporter(endpoint=f"{url}/v1/traces")))
+    tracer = provider.get_tracer("app")
+    with tracer.start_as_current_span("answer", attributes={"enduser.id": "u-5"}) as root:
+        with tracer.start_as_current_span("retrieval", attributes={
+                "gen_ai.operation.name": "retrieval", "gen_ai.data_source.id": "handbook",
+                "gen_ai.retrieval.query.text": "on-call rotation",
+                "gen_ai.retrieval.documents": json.dumps([{"id": "hb-3#1", "score": 0.66}])}):
+            pass
+        with tracer.start_as_current_span("chat", attributes={"gen_ai.operation.name": "chat",
+                                                              "gen_ai.usage.input_tokens": 90}):
+            pass
+    trace_id = format(root.get_span_context().trace_id, "032x")
+    provider.force_flush()
+    deadline = time.monotonic() + 10
+    while trace_id not in traces_seen(sink) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    event = traces_seen(sink)[trace_id]
+    assert (event.index.name, event.query, event.caller.id) == ("handbook", "on-call rotation", "u-5")
+    assert [(p.id, p.score) for p in event.retrievals[0].passages] == [("hb-3#1", 0.66)]
+    assert event.answer is None and event.usage.input_tokens == 90  # no answer text: outcome unknown
+    provider.shutdown()
