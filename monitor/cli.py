@@ -17,6 +17,7 @@ from rich.table import Table
 
 from collectors.files import JsonlSource, RetryPolicy, SourceStopped
 from monitor import logs
+from monitor.cli_eval import eval_command
 from monitor.config import ConfigError, Settings, effective_config, load_settings
 from monitor.wiring import build_otlp, build_runtime, build_sources
 
@@ -265,6 +266,8 @@ def db_upgrade(ctx: click.Context) -> None:
     engine.dispose()
     console.print(f"{mask_url(settings.database.url)}: schema {before or 'empty'} -> {after}")
 
+
+main.add_command(eval_command)
 
 if __name__ == "__main__":
     main()

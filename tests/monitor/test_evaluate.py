@@ -1,0 +1,193 @@
+"""Evaluation metrics: agreement with ir-measures (trec_eval underneath) on thousands of random
+runs, and the rules of SPEC §5 that go beyond document ids (versions, spans, repeats, abstention)."""
+
+from __future__ import annotations
+
+import json
+import random
+
+import ir_measures
+import pytest
+from ir_measures import RR, P, R, Success, nDCG
+
+from monitor.evaluate import (
+    Case,
+    Claim,
+    LabeledUnit,
+    RetrievedItem,
+    RunEntry,
+    case_metrics,
+    evaluate,
+    gate,
+    load_cases,
+    load_runs,
+    parse_threshold,
+)
+
+KS = (1, 3, 5, 10)
+
+
+def random_case(rng: random.Random, n: int):
+    docs = [f"d{i}" for i in range(rng.randint(3, 30))]
+    judged = rng.sample(docs, rng.randint(1, len(docs)))
+    grades = {d: rng.choice([0, 1, 1, 2]) for d in judged}
+    if not any(grades.values()):
+        grades[judged[0]] = rng.choice([1, 2])
+    retrieved = rng.sample(docs + [f"x{i}" for i in range(10)], rng.randint(0, min(15, len(docs) + 10)))
+    return f"q{n}", grades, retrieved
+
+
+def test_metrics_agree_with_ir_measures_on_random_runs():
+    rng = random.Random(2026)
+    qrels, run, ours = [], [], {}
+    for n in range(3000):
+        qid, grades, retrieved = random_case(rng, n)
+        qrels += [ir_measures.Qrel(qid, d, g) for d, g in grades.items()]
+        # strictly falling scores keep trec_eval from re-ordering ties
+        run += [ir_measures.ScoredDoc(qid, d, float(len(retrieved) - i)) for i, d in enumerate(retrieved)]
+        units = [LabeledUnit(doc_id=d, grade=g) for d, g in grades.items()]
+        items = [RetrievedItem(id=f"{d}#chunk", doc_id=d) for d in retrieved]
+        ours[qid] = {k: case_metrics(items, units, k) for k in KS}
+    names = {}
+    for k in KS:
+        names.update({R @ k: ("recall", k), P @ k: ("precision", k), Success @ k: ("hit", k), RR @ k: ("mrr", k),
+                      nDCG(gains={0: 0, 1: 1, 2: 3}) @ k: ("ndcg", k)})  # gain 2^g - 1
+    compared = 0
+    for metric in ir_measures.iter_calc(list(names), qrels, run):
+        name, k = names[metric.measure]
+        assert ours[metric.query_id][k][name] == pytest.approx(metric.value, abs=1e-9), (metric, ours[metric.query_id])
+        compared += 1
+    # queries that retrieve nothing are absent from trec_eval's output; every other one was compared
+    assert compared >= 0.9 * 3000 * len(names)
+
+
+def item(doc, version=None, span=None):
+    return RetrievedItem(id=f"{doc}#x", doc_id=doc, doc_version=version, span=span)
+
+
+def test_spans_and_versions_decide_relevance_and_survive_rechunking():
+    units = [LabeledUnit(doc_id="leave", doc_version="3", span=(1200, 1680), grade=2)]
+    assert case_metrics([item("leave", "3", (1600, 2000))], units, 1)["recall"] == 1.0  # overlapping new chunk
+    assert case_metrics([item("leave", "3", (0, 1200))], units, 1)["recall"] == 0.0  # adjacent, no overlap
+    assert case_metrics([item("leave", "4", (1200, 1680))], units, 1)["recall"] == 0.0  # another version
+    assert case_metrics([item("leave")], units, 1)["recall"] == 1.0  # no version, no span: the document decides
+    assert case_metrics([RetrievedItem(id="leave")], units, 1)["recall"] == 1.0  # the id is the document
+
+
+def test_a_unit_earns_credit_once_and_repeats_earn_nothing():
+    units = [LabeledUnit(doc_id="a", grade=1), LabeledUnit(doc_id="b", grade=2)]
+    scores = case_metrics([item("a"), item("a"), item("b")], units, 3)
+    assert scores["recall"] == 1.0 and scores["precision"] == pytest.approx(2 / 3)
+    assert scores["mrr"] == 1.0
+    dcg = 1 / 1 + 3 / 2  # a at 1 (gain 1), b at 3 (gain 3, log2(4) = 2)
+    idcg = 3 / 1 + 1 / 1.584962500721156
+    assert scores["ndcg"] == pytest.approx(dcg / idcg)
+
+
+def test_grade_zero_units_are_reviewed_but_not_relevant():
+    units = [LabeledUnit(doc_id="a", grade=0), LabeledUnit(doc_id="b", grade=1)]
+    scores = case_metrics([item("a"), item("b")], units, 2)
+    assert scores["recall"] == 1.0 and scores["mrr"] == 0.5
+
+
+def cases_and_runs():
+    cases = [
+        Case(id="q1", relevant=[LabeledUnit(doc_id="a")], split="dev", tags=["hr"],
+             claims=[Claim(text="five days", evidence=["a"]), Claim(text="also b", evidence=["a", "b"])]),
+        Case(id="q2", relevant=[LabeledUnit(doc_id="b", grade=2)], split="heldout", tags=["hr", "leak"]),
+        Case(id="q3", expected="abstain", split="dev"),
+        Case(id="q4", expected="abstain", split="heldout"),
+        Case(id="q5", relevant=[LabeledUnit(doc_id="c")], split="dev"),
+    ]
+    runs = [RunEntry(case_id="q1", retrieved=[item("x"), item("a")]),
+            RunEntry(case_id="q2", retrieved=[item("b")]),
+            RunEntry(case_id="q3", abstained=True),
+            RunEntry(case_id="q4", retrieved=[item("z")]),
+            RunEntry(case_id="q5", retrieved=[item("c")], abstained=True)]
+    return cases, runs
+
+
+def test_report_overall_per_split_and_per_tag():
+    report = evaluate(*cases_and_runs(), ks=[1, 2])
+    overall = report["groups"]["all"]
+    assert (overall["answerable"], overall["unanswerable"]) == (3, 2)
+    assert overall["metrics"]["recall@1"] == pytest.approx(2 / 3)  # q2 and q5 at 1; q1 only at 2
+    assert overall["metrics"]["recall@2"] == 1.0
+    assert overall["metrics"]["mrr@2"] == pytest.approx((0.5 + 1 + 1) / 3)
+    assert overall["correct_abstention_rate"] == 0.5  # q3 abstained, q4 did not
+    assert overall["false_abstention_rate"] == pytest.approx(1 / 3)  # q5 abstained although answerable
+    assert overall["claim_evidence@1"] == 0.0 and overall["claim_evidence@2"] == 0.5
+    assert report["groups"]["split:heldout"]["metrics"]["recall@1"] == 1.0
+    assert report["groups"]["tag:hr"]["answerable"] == 2 and report["groups"]["tag:leak"]["answerable"] == 1
+    assert list(report["groups"])[:3] == ["all", "split:dev", "split:heldout"]
+
+
+def test_a_case_without_a_run_retrieved_nothing_and_is_reported():
+    cases, runs = cases_and_runs()
+    report = evaluate(cases, runs[1:], ks=[2])
+    assert report["groups"]["all"]["missing_runs"] == 1
+    assert report["groups"]["all"]["metrics"]["recall@2"] == pytest.approx(2 / 3)
+
+
+def test_gate_fails_under_a_floor_and_on_a_drop_from_the_baseline():
+    report = evaluate(*cases_and_runs(), ks=[1, 2])
+    assert gate(report, [parse_threshold("recall@2=0.9")], None, None) == []
+    [failure] = gate(report, [parse_threshold("recall@1=0.8")], None, None)
+    assert "recall@1 = 0.6667 is under 0.8000" in failure
+    baseline = json.loads(json.dumps(report))
+    baseline["groups"]["all"]["metrics"]["ndcg@1"] = 0.9
+    [drop] = gate(report, [], baseline, max_drop=0.05)
+    assert drop.startswith("ndcg@1 dropped")
+    assert gate(report, [], baseline, max_drop=0.5) == []
+    assert "not measured" in gate(report, [parse_threshold("recall@7=0.1")], None, None)[0]
+
+
+@pytest.mark.parametrize("text", ["recall@5", "recall=0.5", "recal@5=0.5", "recall@x=0.5", "recall@5=high"])
+def test_thresholds_are_checked(text):
+    with pytest.raises(ValueError, match="recall|recal"):
+        parse_threshold(text)
+
+
+def test_files_load_and_bad_lines_are_named():
+    cases = load_cases(b'{"id": "q1", "question": "?", "expected": "answer", "relevant": [{"doc_id": "c4"}],'
+                       b' "claims": [{"text": "t", "evidence": ["c4"]}], "split": "dev", "reference": "kept"}\n\n')
+    assert cases[0].relevant[0].grade == 1 and cases[0].claims[0].evidence == ["c4"]
+    runs = load_runs(b'{"case_id": "q1", "retrieved": [{"id": "c1", "doc_id": "c1", "doc_version": "v1",'
+                     b' "span": [0, 480]}], "abstained": false}\n')
+    assert runs[0].retrieved[0].span == (0, 480)
+    with pytest.raises(ValueError, match="line 2: not a valid case"):
+        load_cases(b'{"id": "q1"}\n{"id": 5}\n')
+
+
+def test_the_eval_command_prints_gates_and_compares(tmp_path):
+    from click.testing import CliRunner
+
+    from monitor.cli import main
+
+    cases, runs = cases_and_runs()
+    (tmp_path / "cases.jsonl").write_bytes(b"\n".join(msgspec_encode(c) for c in cases))
+    (tmp_path / "run.jsonl").write_bytes(b"\n".join(msgspec_encode(r) for r in runs))
+    args = ["eval", "--cases", str(tmp_path / "cases.jsonl"), "--run", str(tmp_path / "run.jsonl"), "--k", "1,2"]
+    table = CliRunner().invoke(main, args)
+    assert table.exit_code == 0, table.output
+    assert "at k=2" in table.output and "split:heldout" in table.output and "tag:leak" in table.output
+    as_json = CliRunner().invoke(main, [*args, "--json"])
+    report = json.loads(as_json.output)
+    assert report["groups"]["all"]["metrics"]["recall@2"] == 1.0 and report["failures"] == []
+    (tmp_path / "baseline.json").write_text(as_json.output)
+    failing = CliRunner().invoke(main, [*args, "--fail-under", "recall@1=0.9"])
+    assert failing.exit_code == 1 and "FAIL recall@1" in failing.output
+    steady = CliRunner().invoke(main, [*args, "--baseline", str(tmp_path / "baseline.json"), "--max-drop", "0.01"])
+    assert steady.exit_code == 0
+    worse = [RunEntry(case_id=r.case_id, abstained=r.abstained) for r in runs]  # retrieves nothing now
+    (tmp_path / "run.jsonl").write_bytes(b"\n".join(msgspec_encode(r) for r in worse))
+    dropped = CliRunner().invoke(main, [*args, "--baseline", str(tmp_path / "baseline.json"), "--max-drop", "0.01"])
+    assert dropped.exit_code == 1 and "dropped" in dropped.output
+    bad = CliRunner().invoke(main, [*args, "--fail-under", "recal@1=0.9"])
+    assert bad.exit_code == 2 and "METRIC@K=VALUE" in bad.output
+
+
+def msgspec_encode(value) -> bytes:
+    import msgspec
+
+    return msgspec.json.encode(value)
