@@ -86,7 +86,9 @@ class PrometheusSink:
     durable = False  # counts only what is already stored, so a retried batch is not counted twice
 
     def __init__(self, registry: CollectorRegistry, labels: LabelsConfig, stats: PipelineStats,
-                 catalog: Catalog, clock: Callable[[], float] = time.time) -> None:
+                 catalog: Catalog, clock: Callable[[], float] = time.time,
+                 sample_queue: Callable[[], dict[str, int]] | None = None) -> None:
+        """``sample_queue`` gives the samples in the store per status (for ``ragmon_sample_queue``)."""
         self.registry = registry
         self.tenant = LabelCap(labels.tenants, labels.max_tenants)
         self.index = LabelCap(labels.indexes, labels.max_indexes)
@@ -108,18 +110,26 @@ class PrometheusSink:
         self.tokens = made["ragmon_tokens_total"]
         self.cost = made["ragmon_cost_usd_total"]
         self.index_lag = made["ragmon_index_lag_seconds"]
-        # fed by the sampler, the probes and the Kafka source
+        # fed by the sampler (through observations), the probes and the Kafka source
         self.samples = made["ragmon_samples_total"]
         self.samples_dropped = made["ragmon_samples_dropped_total"]
-        self.sample_queue = made["ragmon_sample_queue"]
         self.probe_failures = made["ragmon_probe_failures_total"]
         self.consumer_lag = made["ragmon_consumer_lag_messages"]
         self._slots: dict[tuple[str, str], _Slot] = {}
         self._retrievers: dict[tuple[str, str, str], tuple] = {}
         self._lock = threading.Lock()
         registry.register(_ScrapeTimeCollector(stats, catalog, self.index, clock))
+        if sample_queue is not None:
+            from monitor.sample_store import STATUSES
+
+            registry.register(SampleQueueCollector(sample_queue, STATUSES))
 
     def consume(self, observation: Observation) -> None:
+        if observation.sampling is not None:
+            for tenant, stratum in observation.sampling.sampled:
+                self.samples.labels(self.tenant(tenant), stratum).inc()
+            for reason in observation.sampling.dropped:
+                self.samples_dropped.labels(reason).inc()
         signals = observation.signals
         if isinstance(signals, TraceSignals):
             self._trace(signals)
@@ -201,7 +211,7 @@ class PrometheusSink:
 _PULLED = frozenset({
     "ragmon_events_total", "ragmon_rejected_events_total", "ragmon_last_event_timestamp_seconds",
     "ragmon_sink_errors_total", "ragmon_index_stale_documents", "ragmon_index_max_staleness_seconds",
-    "ragmon_index_embedding_models", "ragmon_build_info",
+    "ragmon_index_embedding_models", "ragmon_build_info", "ragmon_sample_queue",
 })
 
 
@@ -273,3 +283,31 @@ def metric_sum(registry: CollectorRegistry, name: str, **match: str) -> float:
             if sample.name == name and all(sample.labels.get(k) == v for k, v in match.items()):
                 total += sample.value
     return total
+
+
+class SampleQueueCollector(Collector):
+    """``ragmon_sample_queue{status}`` at scrape time, from the store, at most every ``ttl`` seconds."""
+
+    def __init__(self, counts: Callable[[], dict[str, int]], statuses: Iterable[str], ttl: float = 10.0,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self._counts = counts
+        self._statuses = tuple(statuses)
+        self._ttl = ttl
+        self._clock = clock
+        self._cached: tuple[float, dict[str, int]] | None = None
+
+    def collect(self):
+        now = self._clock()
+        if self._cached is None or now - self._cached[0] >= self._ttl:
+            try:
+                self._cached = (now, self._counts())
+            except Exception:  # the store is down: keep the last figures rather than fail the scrape
+                if self._cached is None:
+                    return
+        family = _family("ragmon_sample_queue")
+        for status in self._statuses:
+            family.add_metric([status], self._cached[1].get(status, 0))
+        yield family
+
+    def describe(self):
+        return []

@@ -18,7 +18,6 @@ from urllib.parse import urlsplit, urlunsplit
 import yaml
 from pydantic import (
     BaseModel,
-    ConfigDict,
     Field,
     PositiveFloat,
     PositiveInt,
@@ -27,6 +26,9 @@ from pydantic import (
     field_validator,
     model_validator,
 )
+
+from monitor.config_section import ConfigSection
+from monitor.sampling import SamplingConfig
 
 ENV_PREFIX = "RAGMON_"
 ENV_CONFIG_FILE = "RAGMON_CONFIG"  # path of the YAML file, when --config is not given
@@ -37,11 +39,7 @@ class ConfigError(Exception):
     """The configuration is unusable; the message names the key and what is wrong."""
 
 
-class _Section(BaseModel):
-    model_config = ConfigDict(extra="forbid", validate_assignment=True)
-
-
-class Limits(_Section):
+class Limits(ConfigSection):
     """Bounds on a single input record (SPEC §8). Exceeding one rejects the record."""
 
     max_event_bytes: PositiveInt = Field(1024 * 1024, description="Largest accepted record, in bytes.")
@@ -58,7 +56,7 @@ class Limits(_Section):
     )
 
 
-class DeadLetterConfig(_Section):
+class DeadLetterConfig(ConfigSection):
     """Where rejected records go in embedded mode (a JSONL file)."""
 
     path: Path = Field(Path("ragmon-data/dead-letters.jsonl"), description="JSONL file of rejected records.")
@@ -67,7 +65,7 @@ class DeadLetterConfig(_Section):
     )
 
 
-class DatabaseConfig(_Section):
+class DatabaseConfig(ConfigSection):
     """The SQL store (catalog, samples, batches, alert state)."""
 
     url: str = Field(
@@ -92,7 +90,7 @@ DEFAULT_REFUSALS = [
 ]
 
 
-class SignalsConfig(_Section):
+class SignalsConfig(ConfigSection):
     """How the online signals are computed (SPEC §2)."""
 
     low_score_thresholds: dict[str, dict[str, float]] = Field(
@@ -138,7 +136,7 @@ class SignalsConfig(_Section):
         return patterns
 
 
-class LabelsConfig(_Section):
+class LabelsConfig(ConfigSection):
     """Caps on metric label values (SPEC §3): an allowlist, else the first N seen, then `other`."""
 
     tenants: list[str] = Field(default_factory=list, description="Tenants always given their own label value.")
@@ -148,7 +146,7 @@ class LabelsConfig(_Section):
     max_retrievers: PositiveInt = Field(10, description="Retriever label values.")
 
 
-class HttpConfig(_Section):
+class HttpConfig(ConfigSection):
     """The one HTTP port of `ragmon serve`: ingest, metrics, health."""
 
     host: str = Field("127.0.0.1", description="Address to listen on (0.0.0.0 in a container).")
@@ -160,7 +158,7 @@ class HttpConfig(_Section):
     )
 
 
-class OtlpConfig(_Section):
+class OtlpConfig(ConfigSection):
     """The OTLP/HTTP trace receiver (`POST /v1/traces` on the HTTP port)."""
 
     enabled: bool = Field(True, description="Accept OTLP traces.")
@@ -177,7 +175,7 @@ class OtlpConfig(_Section):
     )
 
 
-class KafkaConfig(_Section):
+class KafkaConfig(ConfigSection):
     """Kafka (scaled mode). Empty ``bootstrap_servers``: no Kafka, HTTP only."""
 
     bootstrap_servers: list[str] = Field(default_factory=list, description="Brokers, e.g. [kafka-0:9092].")
@@ -218,14 +216,14 @@ class KafkaConfig(_Section):
         return options
 
 
-class LogConfig(_Section):
+class LogConfig(ConfigSection):
     """Process logs (standard error). Lines carry counts, reasons and names of our own, never input content."""
 
     level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = Field("INFO", description="Log level.")
     format: Literal["text", "json"] = Field("text", description="Log line format.")
 
 
-class Settings(_Section):
+class Settings(ConfigSection):
     """The whole effective configuration. Build it with :func:`load_settings`."""
 
     limits: Limits = Limits()
@@ -233,6 +231,7 @@ class Settings(_Section):
     database: DatabaseConfig = DatabaseConfig()
     signals: SignalsConfig = SignalsConfig()
     labels: LabelsConfig = LabelsConfig()
+    sampling: SamplingConfig = SamplingConfig()
     http: HttpConfig = HttpConfig()
     otlp: OtlpConfig = OtlpConfig()
     kafka: KafkaConfig = KafkaConfig()

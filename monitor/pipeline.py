@@ -24,7 +24,7 @@ import threading
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Any, Protocol
 
 from monitor.decode import Decoder
 from monitor.errors import InvalidInput, Retryable
@@ -45,6 +45,7 @@ class Observation:
     source: str
     received_at: float  # Unix seconds when the pipeline accepted it
     signals: Signals | None = None
+    sampling: Any = None  # what the sampler did with it (monitor.sampler.SamplingOutcome), for the metrics
 
 
 class Sink(Protocol):

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from monitor.catalog import Catalog
-from monitor.config import SignalsConfig
 from monitor.model import DocumentEvent, Event, FeedbackEvent, IndexEvent, TraceEvent
 from monitor.signals.access import permission_violations
 from monitor.signals.context import duplicate_slots, mixed_embeddings, unsupported_citations
@@ -12,6 +13,9 @@ from monitor.signals.memory import RecentTraces, RephraseDetector
 from monitor.signals.outcome import answer_outcome, compile_refusals
 from monitor.signals.results import FeedbackSignals, IndexSignals, Signals, TraceRef, TraceSignals
 from monitor.signals.scores import ScoreBaselines, retrieval_findings
+
+if TYPE_CHECKING:  # the configuration imports the signal results; a runtime import would be circular
+    from monitor.config import SignalsConfig
 
 
 class SignalEngine:

@@ -61,9 +61,12 @@ def test_a_hundred_thousand_distinct_names_stay_within_the_caps():
 
 def test_the_exposition_passes_promtool_and_declares_every_spec_metric():
     registry = CollectorRegistry()
-    sink = PrometheusSink(registry, LabelsConfig(), PipelineStats(), Catalog(), clock=lambda: 0.0)
+    sink = PrometheusSink(registry, LabelsConfig(), PipelineStats(), Catalog(), clock=lambda: 0.0,
+                          sample_queue=lambda: {"queued": 3})
     sink.consume(observation(signals("acme", "policies", "bm25")))
     exposition = generate_latest(registry)
+    assert b'ragmon_sample_queue{status="queued"} 3.0' in exposition
+    assert b'ragmon_sample_queue{status="labeled"} 0.0' in exposition
     for spec in METRICS:
         assert f"# TYPE {spec.name} {spec.kind}\n".encode() in exposition, spec.name
     promtool = shutil.which("promtool")
