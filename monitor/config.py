@@ -28,6 +28,7 @@ from pydantic import (
 )
 
 from monitor.config_section import ConfigSection
+from monitor.redact import RedactionConfig
 from monitor.sampling import SamplingConfig
 
 ENV_PREFIX = "RAGMON_"
@@ -232,6 +233,7 @@ class Settings(ConfigSection):
     signals: SignalsConfig = SignalsConfig()
     labels: LabelsConfig = LabelsConfig()
     sampling: SamplingConfig = SamplingConfig()
+    redaction: RedactionConfig = RedactionConfig()
     http: HttpConfig = HttpConfig()
     otlp: OtlpConfig = OtlpConfig()
     kafka: KafkaConfig = KafkaConfig()

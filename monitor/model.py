@@ -1,5 +1,8 @@
 """The events of SPEC §1 as typed structs.
 
+Structs are declared ``gc=False``: they hold no reference cycles, and leaving them out of the
+cyclic garbage collector keeps its pauses short when millions are alive.
+
 Decoding (``monitor.decode``) validates types and required fields in one pass over the bytes and
 then normalizes: every :data:`Timestamp` field holds float Unix seconds (UTC) once an event has
 left the decoder, whatever form (RFC 3339 string or number) it arrived in. Unknown JSON fields are
@@ -20,7 +23,7 @@ FeedbackKind = Literal["thumb", "escalation", "citation_click", "copy", "comment
 FEEDBACK_KINDS: tuple[str, ...] = FeedbackKind.__args__  # type: ignore[attr-defined]
 
 
-class Passage(msgspec.Struct, omit_defaults=True):
+class Passage(msgspec.Struct, omit_defaults=True, gc=False):
     """A retrieved chunk. Its rank is its position in the list that holds it, from 1."""
 
     id: str
@@ -35,30 +38,30 @@ class Passage(msgspec.Struct, omit_defaults=True):
     embedding_model: str | None = None
 
 
-class Retrieval(msgspec.Struct, omit_defaults=True):
+class Retrieval(msgspec.Struct, omit_defaults=True, gc=False):
     """One retriever's candidate list (keyword, vector, fused, reranked ...), in rank order."""
 
     retriever: str
     passages: list[Passage] = []
 
 
-class Caller(msgspec.Struct, omit_defaults=True):
+class Caller(msgspec.Struct, omit_defaults=True, gc=False):
     id: str | None = None
     groups: list[str] = []
 
 
-class IndexRef(msgspec.Struct, omit_defaults=True):
+class IndexRef(msgspec.Struct, omit_defaults=True, gc=False):
     name: str
     version: str | None = None
 
 
-class Answer(msgspec.Struct, omit_defaults=True):
+class Answer(msgspec.Struct, omit_defaults=True, gc=False):
     text: str | None = None
     abstained: bool | None = None  # None: decide from the text (refusal patterns)
     citations: list[str] = []
 
 
-class Latency(msgspec.Struct, omit_defaults=True):
+class Latency(msgspec.Struct, omit_defaults=True, gc=False):
     """Milliseconds per stage, as reported by the RAG application."""
 
     retrieve: float | None = None
@@ -67,13 +70,13 @@ class Latency(msgspec.Struct, omit_defaults=True):
     total: float | None = None
 
 
-class Usage(msgspec.Struct, omit_defaults=True):
+class Usage(msgspec.Struct, omit_defaults=True, gc=False):
     input_tokens: int | None = None
     output_tokens: int | None = None
     cost_usd: float | None = None
 
 
-class TraceEvent(msgspec.Struct, tag="trace", tag_field="type", omit_defaults=True):
+class TraceEvent(msgspec.Struct, tag="trace", tag_field="type", omit_defaults=True, gc=False):
     """One question answered. ``trace_id`` is the idempotency key."""
 
     trace_id: str
@@ -96,7 +99,7 @@ class TraceEvent(msgspec.Struct, tag="trace", tag_field="type", omit_defaults=Tr
         return self.retrievals[-1].passages if self.retrievals else []
 
 
-class FeedbackEvent(msgspec.Struct, tag="feedback", tag_field="type", omit_defaults=True):
+class FeedbackEvent(msgspec.Struct, tag="feedback", tag_field="type", omit_defaults=True, gc=False):
     """A user's reaction to an earlier trace; may arrive minutes or hours after it."""
 
     trace_id: str
@@ -106,7 +109,7 @@ class FeedbackEvent(msgspec.Struct, tag="feedback", tag_field="type", omit_defau
     comment: str | None = None
 
 
-class DocumentEvent(msgspec.Struct, tag="document", tag_field="type", omit_defaults=True):
+class DocumentEvent(msgspec.Struct, tag="document", tag_field="type", omit_defaults=True, gc=False):
     """The source system's change feed: the newest version of a document and who may read it."""
 
     doc_id: str
@@ -117,7 +120,7 @@ class DocumentEvent(msgspec.Struct, tag="document", tag_field="type", omit_defau
     deleted: bool = False
 
 
-class IndexEvent(msgspec.Struct, tag="index", tag_field="type", omit_defaults=True):
+class IndexEvent(msgspec.Struct, tag="index", tag_field="type", omit_defaults=True, gc=False):
     """The indexing pipeline reports that a document version was embedded into an index."""
 
     index: str

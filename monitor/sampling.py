@@ -70,6 +70,10 @@ class SamplingConfig(ConfigSection):
     )
     heldout_share: float = Field(0.2, ge=0, le=1, description="Share of question fingerprints in the heldout split.")
     time_zone: str = Field("UTC", description="Time zone in which ISO weeks start (Monday 00:00).")
+    late_window_traces: int = Field(
+        20_000, gt=0, description="Recent traces kept (compressed, in memory, never stored unredacted) so that "
+        "a later rephrase or negative feedback can still sample them; older ones are dropped as trace_evicted.",
+    )
 
     @field_validator("salt")
     @classmethod
@@ -274,6 +278,11 @@ class WeeklyQuota:
         seen[fingerprint] = trace_id
         admitted.setdefault(trace_id, set()).add(stratum)
         return None
+
+    def holds(self, tenant: str, stratum: str, week: str, trace_id: str) -> bool:
+        """Whether the trace was already admitted for ``stratum`` (a replay or a retried batch)."""
+        with self._lock:
+            return stratum in self._admitted.get((tenant, week), {}).get(trace_id, ())
 
     def seed(self, rows: Iterable[SeedRow]) -> None:
         """Load the samples already stored (call before the first :meth:`admit`). Rows of weeks older

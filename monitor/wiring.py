@@ -7,24 +7,86 @@ Everything else receives its parts. This module (with ``monitor.cli``) is the on
 from __future__ import annotations
 
 import logging
+import os
+import secrets
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
 from prometheus_client import CollectorRegistry, disable_created_metrics
+from pydantic import SecretStr
 from sqlalchemy import Engine, text
+from sqlalchemy.engine import make_url
 
 from collectors.files import JsonlDeadLetterSink
 from exporters.prometheus import PrometheusSink
 from monitor.catalog import Catalog
 from monitor.catalog_store import CatalogPersistence, load_catalog
-from monitor.config import Settings
+from monitor.config import ConfigError, Settings
 from monitor.decode import Decoder
+from monitor.errors import Retryable
 from monitor.pipeline import DeadLetterSink, Pipeline, PipelineStats, Sink
+from monitor.redact import Redactor
+from monitor.sample_store import SampleStore
+from monitor.sampler import SamplerSink
+from monitor.sampling import WeeklyQuota
 from monitor.signals import SignalEngine
 from monitor.store import make_engine, prepare
 
 log = logging.getLogger(__name__)
+
+
+def caller_key(settings: Settings) -> str:
+    """The key of the caller-id hash: ``redaction.caller_key``; with SQLite and no key configured,
+    one made once and kept in ``caller.key`` beside the database file (embedded mode needs no
+    set-up, and pseudonyms stay stable across restarts). Elsewhere a missing key is an error."""
+    configured = settings.redaction.caller_key.get_secret_value()
+    if configured:
+        return configured
+    url = make_url(settings.database.url)
+    if url.get_backend_name() != "sqlite" or not url.database or url.database == ":memory:":
+        raise ConfigError("redaction.caller_key: must be set (at least 16 characters) where samples are stored "
+                          "in a shared database")
+    path = Path(url.database).parent / "caller.key"
+    if not path.exists():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(descriptor, "w") as handle:
+            handle.write(secrets.token_hex(32))
+    return path.read_text().strip()
+
+
+def _sampler(settings: Settings, store: SampleStore) -> SamplerSink:
+    config = settings.redaction.model_copy(update={"caller_key": SecretStr(caller_key(settings))})
+    quota = WeeklyQuota(settings.sampling.cap)
+    quota.seed(store.seed_rows(store.latest_weeks(2)))
+    return SamplerSink(store, settings.sampling, Redactor(config), quota,
+                       recent_traces=settings.sampling.late_window_traces, publish=_publisher(settings))
+
+
+def _publisher(settings: Settings):
+    """Publishes new samples to the samples topic when Kafka is configured."""
+    kafka = settings.kafka
+    if not kafka.bootstrap_servers:
+        return None
+    from kafka.errors import KafkaError
+
+    from collectors.emitter import KafkaTransport
+
+    options = {k: v for k, v in kafka.client_options().items() if k != "bootstrap_servers"}
+    transport = KafkaTransport(KafkaTransport.producer(kafka.bootstrap_servers, client_id="ragmon-samples",
+                                                       **options), kafka.samples_topic)
+
+    def publish(samples: list[dict]) -> None:
+        try:
+            for sample in samples:
+                transport.send(sample, sample["tenant"])
+            transport.flush(30)
+        except KafkaError as error:
+            raise Retryable(f"samples topic: {type(error).__name__}") from error
+
+    return publish
 
 
 def _dead_letters(settings: Settings, clock: Callable[[], float]) -> DeadLetterSink:
@@ -142,13 +204,14 @@ def build_runtime(
     catalog = Catalog()
     load_catalog(engine, catalog)
     stats = PipelineStats()
+    samples = SampleStore(engine, clock)
     registry = registry if registry is not None else CollectorRegistry()
-    metrics = PrometheusSink(registry, settings.labels, stats, catalog, clock)
+    metrics = PrometheusSink(registry, settings.labels, stats, catalog, clock, sample_queue=samples.counts_by_status)
     signals = SignalEngine(settings.signals, catalog)
     dead_letters = _dead_letters(settings, clock)
     pipeline = Pipeline(
         Decoder(settings.limits, clock),
-        [CatalogPersistence(engine, catalog), metrics, *extra_sinks],
+        [CatalogPersistence(engine, catalog), _sampler(settings, samples), metrics, *extra_sinks],
         dead_letters,
         clock,
         analyze=signals.observe,

@@ -28,7 +28,8 @@ EVENTS = [
 
 def runtime_for(url: str, tmp_path):
     settings = load_settings(environ={"RAGMON_DATABASE__URL": url,
-                                      "RAGMON_DEAD_LETTER__PATH": str(tmp_path / "dead.jsonl")})
+                                      "RAGMON_DEAD_LETTER__PATH": str(tmp_path / "dead.jsonl"),
+                                      "RAGMON_REDACTION__CALLER_KEY": "a-test-key-of-some-length"})
     return build_runtime(settings, clock=lambda: NOW, registry=CollectorRegistry())
 
 

@@ -1,0 +1,219 @@
+"""Redaction: a hand-written corpus of personal data and of look-alikes that must survive, caller
+pseudonyms, operator patterns, whole trace events, and stability on arbitrary text."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from pydantic import ValidationError
+
+from monitor.redact import RedactionConfig, Redactor
+
+KEY = "0123456789abcdef-test-key"
+CORPUS = [json.loads(line) for line in (Path(__file__).parent / "redaction_corpus.jsonl").read_text().splitlines()]
+PLACEHOLDERS = {"EMAIL", "PHONE", "CARD", "IBAN", "IP", "NATIONAL_ID"}
+
+
+def redactor(**config) -> Redactor:
+    return Redactor(RedactionConfig(caller_key=KEY, **config))
+
+
+REDACTOR = redactor()
+
+
+def test_the_corpus_covers_every_kind_and_plenty_of_look_alikes():
+    assert len(CORPUS) >= 60
+    for case in CORPUS:
+        assert set(case) == {"text", "pii", "types", "keep", "note"}, case["note"]
+        assert len(case["pii"]) == len(case["types"]) and set(case["types"]) <= PLACEHOLDERS, case["note"]
+        assert all(s in case["text"] for s in case["pii"] + case["keep"]), case["note"]
+    assert {t for case in CORPUS for t in case["types"]} == PLACEHOLDERS
+    assert sum(not case["pii"] for case in CORPUS) >= 20
+
+
+@pytest.mark.parametrize("case", CORPUS, ids=[case["note"] for case in CORPUS])
+def test_corpus(case):
+    redacted = REDACTOR.redact(case["text"])
+    expected = case["text"]
+    for pii, kind in zip(case["pii"], case["types"], strict=True):
+        expected = expected.replace(pii, f"[{kind}]")
+    for pii in case["pii"]:
+        assert pii not in redacted
+    for keep in case["keep"]:
+        assert keep in redacted
+    assert redacted == expected  # each item replaced by its own placeholder, nothing else touched
+    assert REDACTOR.redact(redacted) == redacted
+
+
+def test_text_without_digits_at_signs_or_patterns_comes_back_as_is():
+    text = "How many vacation days carry over? Ask HR: they know."
+    assert REDACTOR.redact(text) is text
+
+
+# -- caller pseudonyms -----------------------------------------------------------------------------
+
+
+def test_pseudonyms_are_deterministic_keyed_and_short():
+    one = REDACTOR.pseudonymize_caller("u-123")
+    assert one == redactor().pseudonymize_caller("u-123")
+    assert one.startswith("caller:") and len(one) == len("caller:") + 24
+    assert int(one.removeprefix("caller:"), 16) >= 0
+    assert one != REDACTOR.pseudonymize_caller("u-124")
+    other_key = Redactor(RedactionConfig(caller_key=KEY + "!"))
+    assert one != other_key.pseudonymize_caller("u-123")
+    assert "u-123" not in one
+
+
+def test_an_empty_key_is_refused_where_samples_are_stored():
+    with pytest.raises(ValueError, match=r"redaction\.caller_key"):
+        Redactor(RedactionConfig())
+    text_only = Redactor(RedactionConfig(), require_key=False)
+    assert text_only.redact("mail alice@example.com") == "mail [EMAIL]"
+    with pytest.raises(ValueError, match=r"redaction\.caller_key"):
+        text_only.pseudonymize_caller("u-1")
+
+
+def test_a_short_key_is_a_configuration_error():
+    with pytest.raises(ValidationError, match="caller_key"):
+        RedactionConfig(caller_key="short")
+
+
+def test_the_key_is_secret_in_reprs():
+    assert KEY not in repr(RedactionConfig(caller_key=KEY))
+
+
+# -- configured patterns and switches ------------------------------------------------------------
+
+
+def test_configured_patterns_get_their_own_placeholder_and_run_before_the_built_ins():
+    r = redactor(patterns=[{"name": "employee_id", "regex": r"\bEMP-[0-9]{6}\b"},
+                           {"name": "badge", "regex": r"(?i)\bbadge [0-9]{3}-[0-9]{3}-[0-9]{4}\b"},
+                           {"name": "customer_email", "regex": r"[\w.]+@customers\.example"}])
+    text = "EMP-004211 (badge 555-123-4567) asked; phone 555-987-6543, mail ann@customers.example, bo@x.org"
+    assert r.redact(text) == "[EMPLOYEE_ID] ([BADGE]) asked; phone [PHONE], mail [CUSTOMER_EMAIL], [EMAIL]"
+
+
+@pytest.mark.parametrize(
+    ("pattern", "message"),
+    [
+        ({"name": "ticket", "regex": "INC-[0-9"}, "pattern 'ticket': not a valid regular expression"),
+        ({"name": "anything", "regex": "x*"}, "pattern 'anything': matches the empty string"),
+        ({"name": "9lives", "regex": "x"}, "name"),
+        ({"name": "t", "regex": "x", "flags": "i"}, "flags"),
+    ],
+)
+def test_bad_patterns_are_errors_naming_the_pattern(pattern, message):
+    with pytest.raises(ValidationError, match=message):
+        RedactionConfig(caller_key=KEY, patterns=[pattern])
+
+
+def test_pattern_names_are_unique():
+    with pytest.raises(ValidationError, match="unique.*TICKET"):
+        RedactionConfig(patterns=[{"name": "ticket", "regex": "a"}, {"name": "TICKET", "regex": "b"}])
+
+
+def test_built_in_detectors_can_be_switched_off():
+    text = "gateway 10.0.0.1, mail ops@example.com"
+    assert redactor(disabled_detectors=["ip"]).redact(text) == "gateway 10.0.0.1, mail [EMAIL]"
+    assert redactor(disabled_detectors=["email"]).redact(text) == "gateway [IP], mail ops@example.com"
+    with pytest.raises(ValidationError, match="disabled_detectors"):
+        RedactionConfig(disabled_detectors=["names"])
+
+
+# -- whole trace events ---------------------------------------------------------------------------
+
+PII = ["alice@example.com", "+44 20 7946 0958", "4111 1111 1111 1111", "DE89 3704 0044 0532 0130 00",
+       "192.168.1.10", "536-22-8714", "u-123"]
+
+
+def passage(pid: str, score: float, text: str) -> dict:
+    return {"id": pid, "score": score, "doc_id": pid.split("#")[0], "doc_version": "2026-3", "span": [0, 480],
+            "text": text, "acl": ["group:staff", "user:u-123", "tenant:acme"], "indexed_at": 1_795_000_000.0,
+            "embedding_model": "e5-large-v2@2"}
+
+
+def full_trace() -> dict:
+    first = passage("leave-policy#4", 0.82, "Questions to alice@example.com or +44 20 7946 0958.")
+    second = passage("payroll#2", 0.41, "Refunds go to DE89 3704 0044 0532 0130 00 within 5 days.")
+    return {
+        "type": "trace", "trace_id": "9f1c2e", "time": 1_796_000_000.0, "tenant": "acme", "conversation_id": "c-77",
+        "caller": {"id": "u-123", "groups": ["staff", "hr"]},
+        "query": "My card 4111 1111 1111 1111 was charged twice, I logged in from 192.168.1.10",
+        "index": {"name": "policies", "version": "2026-11-28"},
+        "retrievals": [{"retriever": "bm25", "passages": [first, second]},
+                       {"retriever": "vector", "passages": [second]}],
+        "context": [first],
+        "answer": {"text": "Your SSN 536-22-8714 is not needed; see leave-policy#4.", "abstained": False,
+                   "citations": ["leave-policy#4"]},
+        "latency_ms": {"retrieve": 41, "total": 910}, "usage": {"input_tokens": 1200, "cost_usd": 0.0031},
+    }
+
+
+def test_a_redacted_trace_holds_no_personal_data_and_keeps_the_rest():
+    event = full_trace()
+    original = json.dumps(event)
+    out = REDACTOR.redact_trace(event)
+    assert json.dumps(event) == original  # a copy: the input is untouched
+    dumped = json.dumps(out)
+    for pii in PII:
+        assert pii not in dumped
+    pseudonym = REDACTOR.pseudonymize_caller("u-123")
+    assert out["caller"] == {"id": pseudonym, "groups": ["staff", "hr"]}
+    assert out["query"] == "My card [CARD] was charged twice, I logged in from [IP]"
+    assert out["answer"] == {"text": "Your SSN [NATIONAL_ID] is not needed; see leave-policy#4.", "abstained": False,
+                             "citations": ["leave-policy#4"]}
+    first, second = out["retrievals"][0]["passages"]
+    assert first["text"] == "Questions to [EMAIL] or [PHONE]."
+    assert second["text"] == "Refunds go to [IBAN] within 5 days."
+    assert out["context"][0] == first and out["retrievals"][1]["passages"][0] == second
+    # a permission case still shows the caller's own principal, under the same pseudonym
+    assert first["acl"] == ["group:staff", f"user:{pseudonym}", "tenant:acme"]
+    for key in ("trace_id", "time", "tenant", "conversation_id", "index", "latency_ms", "usage"):
+        assert out[key] == event[key]
+    for kept, source in ((first, event["context"][0]), (second, event["retrievals"][0]["passages"][1])):
+        assert {k: v for k, v in kept.items() if k not in ("text", "acl")} == {
+            k: v for k, v in source.items() if k not in ("text", "acl")}
+
+
+def test_feedback_comments_are_redacted():
+    event = {"type": "feedback", "trace_id": "9f1c2e", "kind": "comment", "comment": "call me on 555-123-4567"}
+    assert REDACTOR.redact_trace(event) == dict(event, comment="call me on [PHONE]")
+    joined = dict(full_trace(), feedback=[{"kind": "comment", "comment": "write to bob@example.com"}])
+    assert REDACTOR.redact_trace(joined)["feedback"] == [{"kind": "comment", "comment": "write to [EMAIL]"}]
+
+
+def test_sparse_and_odd_traces_do_not_break_redaction():
+    bare = {"type": "trace", "trace_id": "t", "time": 1.0, "query": "", "index": {"name": "i"}}
+    assert REDACTOR.redact_trace(bare) == bare
+    odd = dict(bare, caller={"groups": ["g"]}, answer=None, context=None, retrievals=[{"retriever": "x"}, "junk"])
+    assert REDACTOR.redact_trace(odd) == odd
+
+
+# -- arbitrary text ---------------------------------------------------------------------------------
+
+FRAGMENTS = sorted({s for case in CORPUS for s in case["pii"] + case["keep"]}) + [
+    " ", "-", ".", ":", "@", "+", "(", ")", "/", "#", "0", "1", "4", "9", "12", "555", "2026", "x", "DE", "[IP]"]
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.one_of(st.text(), st.text(alphabet="0123456789 -.:@+()/#abefXDEG[]_"),
+                 st.lists(st.sampled_from(FRAGMENTS), max_size=12).map("".join)))
+def test_redaction_never_raises_and_is_stable(text):
+    once = REDACTOR.redact(text)
+    assert isinstance(once, str)
+    assert REDACTOR.redact(once) == once
+
+
+def test_adversarial_text_of_the_largest_allowed_size_is_redacted_quickly():
+    texts = ["1 " * 30_000, "4" * 60_000, "a" * 60_000 + "@", "a." * 30_000 + "@x", ":" * 60_000 + "1",
+             "+1 " * 20_000, "1." * 30_000, "DE89 " * 12_000, "a@" * 30_000 + "b.com", "0-" * 30_000,
+             "4111111111111111 " * 3_800, "555-123-4567 " * 5_000, "call " + "1 " * 30_000, "10.0.0.1 " * 7_000]
+    started = time.perf_counter()
+    for text in texts:
+        REDACTOR.redact(text)
+    assert time.perf_counter() - started < 5
