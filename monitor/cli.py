@@ -18,6 +18,7 @@ from rich.table import Table
 from collectors.files import JsonlSource, RetryPolicy, SourceStopped
 from monitor import logs
 from monitor.cli_eval import eval_command
+from monitor.cli_samples import samples
 from monitor.config import ConfigError, Settings, effective_config, load_settings
 from monitor.wiring import build_otlp, build_runtime, build_sources
 
@@ -268,6 +269,7 @@ def db_upgrade(ctx: click.Context) -> None:
 
 
 main.add_command(eval_command)
+main.add_command(samples)
 
 if __name__ == "__main__":
     main()

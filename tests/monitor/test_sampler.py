@@ -3,6 +3,7 @@ redaction before storage, metrics counted once."""
 
 from __future__ import annotations
 
+import json
 import time
 from collections import Counter
 
@@ -93,3 +94,28 @@ def test_personal_data_is_gone_before_the_sample_is_stored(tmp_path):
     assert sample.payload["caller"]["id"].startswith("caller:")
     assert "[CARD]" in sample.payload["query"] and "[EMAIL]" in sample.payload["query"]
     runtime.close()
+
+
+def test_samples_list_and_stats_commands(tmp_path):
+    from click.testing import CliRunner
+
+    from monitor.cli import main
+
+    events, _ = traffic(traces=1500)
+    runtime = runtime_for(tmp_path)
+    feed(runtime, events)
+    stored = SampleStore(runtime.engine).find()
+    runtime.close()
+    env = {"RAGMON_DATABASE__URL": f"sqlite:///{tmp_path / 'ragmon.db'}"}
+    listed = CliRunner().invoke(main, ["samples", "list", "--json", "--limit", "1000"], env=env)
+    assert listed.exit_code == 0, listed.output
+    rows = [json.loads(line) for line in listed.output.splitlines()]
+    assert sorted(r["trace_id"] for r in rows) == sorted(s.trace_id for s in stored)
+    globex = CliRunner().invoke(main, ["samples", "list", "--json", "--tenant", "globex", "--limit", "1000"], env=env)
+    assert {json.loads(line)["tenant"] for line in globex.output.splitlines()} == {"globex"}
+    stats = CliRunner().invoke(main, ["samples", "stats", "--json"], env=env)
+    report = json.loads(stats.output)
+    assert report["statuses"] == {"queued": len(stored)}
+    assert sum(r["samples"] for r in report["strata"]) == sum(len(s.strata) for s in stored)
+    table = CliRunner().invoke(main, ["samples", "stats"], env=env)
+    assert "by status: queued" in table.output
