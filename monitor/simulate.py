@@ -16,6 +16,8 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Literal
 
+from monitor.emit import Emitter, ListTransport
+
 TOPICS = {
     "policies": ["vacation carry-over", "parental leave", "remote work", "expense limits", "travel booking",
                  "sick leave", "overtime pay", "equipment budget", "relocation support", "training budget"],
@@ -117,6 +119,8 @@ class Simulator:
     def __post_init__(self) -> None:
         self.rng = random.Random(self.seed)
         self.now = self.start
+        self._transport = ListTransport()
+        self._emitter = Emitter(self._transport, clock=lambda: self.now)
         self._serial = 0
         self.injected = Counter()
         self.documents = {}
@@ -233,30 +237,32 @@ class Simulator:
         abstain_probability = next((i.rate for i in incidents if i.kind == "no_answer_spike"),
                                    self.abstain_probability)
         abstained = rng.random() < abstain_probability or not context
-        answer: dict[str, Any]
+        # The application's side of the story, told through the emitter as a RAG app would.
+        trace = self._emitter.start_trace(
+            query, index=index, caller=caller.id, groups=caller.groups, tenant=caller.tenant,
+            conversation=f"{caller.id}-c{self._serial // 7}", index_version="2026-11-17",
+            trace_id=f"{self.seed:x}{self._serial:010x}")
+        trace.add_retrieval("bm25", bm25).add_retrieval("vector", vector).set_context(context)
         if abstained:
-            answer = {"text": rng.choice(REFUSALS), "abstained": True, "citations": []}
+            trace.set_answer(rng.choice(REFUSALS), abstained=True)
         else:
-            cited = [p["id"] for p in context[: rng.randint(1, 3)]]
-            answer = {"text": f"According to the {topic} policy, see the cited sections.",
-                      "abstained": False, "citations": cited}
+            trace.set_answer(f"According to the {topic} policy, see the cited sections.", abstained=False,
+                             citations=[p["id"] for p in context[: rng.randint(1, 3)]])
         retrieve = rng.lognormvariate(3.6, 0.3)
         rerank = rng.lognormvariate(2.4, 0.3)
         generate = rng.lognormvariate(6.7, 0.35)
+        trace.set_latency(retrieve=round(retrieve, 1), rerank=round(rerank, 1), generate=round(generate, 1),
+                          total=round(retrieve + rerank + generate, 1))
         input_tokens = 300 + 220 * len(context)
         output_tokens = rng.randint(20, 240)
-        return {
-            "type": "trace", "trace_id": f"{self.seed:x}{self._serial:010x}", "time": iso(self.now),
-            "tenant": caller.tenant, "conversation_id": f"{caller.id}-c{self._serial // 7}",
-            "caller": {"id": caller.id, "groups": caller.groups}, "query": query,
-            "index": {"name": index, "version": "2026-11-17"},
-            "retrievals": [{"retriever": "bm25", "passages": bm25}, {"retriever": "vector", "passages": vector}],
-            "context": context, "answer": answer,
-            "latency_ms": {"retrieve": round(retrieve, 1), "rerank": round(rerank, 1),
-                           "generate": round(generate, 1), "total": round(retrieve + rerank + generate, 1)},
-            "usage": {"input_tokens": input_tokens, "output_tokens": output_tokens,
-                      "cost_usd": round(input_tokens * 2.5e-6 + output_tokens * 1e-5, 6)},
-        }
+        trace.set_usage(input_tokens, output_tokens, round(input_tokens * 2.5e-6 + output_tokens * 1e-5, 6))
+        return self._sent(trace.end)
+
+    def _sent(self, send) -> dict[str, Any]:
+        """Run one emitter call and return the event it sent."""
+        send()
+        event, _ = self._transport.sent.pop()
+        return event
 
     def _leak(self, caller: Caller, docs: list[Document], candidates: list[dict[str, Any]],
               context: list[dict[str, Any]]) -> None:
@@ -299,11 +305,10 @@ class Simulator:
 
     def feedback(self, trace: dict[str, Any]) -> dict[str, Any]:
         kind = self.rng.choices(["thumb", "citation_click", "copy", "escalation"], [6, 2, 1, 1])[0]
-        event: dict[str, Any] = {"type": "feedback", "trace_id": trace["trace_id"], "time": iso(self.now),
-                                 "kind": kind}
+        value = None
         if kind == "thumb":
-            event["value"] = "down" if trace["answer"]["abstained"] or self.rng.random() < 0.25 else "up"
-        return event
+            value = "down" if trace["answer"]["abstained"] or self.rng.random() < 0.25 else "up"
+        return self._sent(lambda: self._emitter.feedback(trace["trace_id"], kind, value))
 
 
 #: Ways the simulator can break a record, each mapped to the rejection reason it must produce.
