@@ -17,6 +17,7 @@ from typing import BinaryIO
 
 import msgspec
 
+from collectors.background import BackgroundSource
 from monitor.errors import Retryable
 from monitor.pipeline import Processor
 from monitor.records import DeadLetter, RawRecord
@@ -50,7 +51,7 @@ class SourceStopped(Exception):
         self.position = position
 
 
-class JsonlSource:
+class JsonlSource(BackgroundSource):
     """Reads one record per line from a binary stream and feeds batches to ``process``.
 
     Acknowledgement is ``on_commit(line, bytes_read)``, called after ``process`` returned for a
@@ -73,6 +74,7 @@ class JsonlSource:
         on_commit: Callable[[int, int], None] | None = None,
         sleep: Callable[[float], None] = time.sleep,
     ) -> None:
+        super().__init__()
         self._stream = stream
         self._process = process
         self._path = path
@@ -83,11 +85,9 @@ class JsonlSource:
         self._retry = retry
         self._on_commit = on_commit
         self._sleep = sleep
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
         self._bytes_read = 0
         self.committed_line = 0
-        self.error: BaseException | None = None
+        self.thread_name = f"jsonl-source:{path}"
 
     def run(self) -> None:
         """Read to the end of the stream (or until shut down). Raises :class:`SourceStopped`."""
@@ -105,30 +105,6 @@ class JsonlSource:
                 batch = []
         if batch or line_no > self.committed_line:
             self._deliver(batch, line_no)
-
-    def start(self) -> None:
-        def target() -> None:
-            try:
-                self.run()
-            except BaseException as error:  # kept for the owner; a thread cannot raise to it
-                self.error = error
-
-        self._thread = threading.Thread(target=target, name=f"jsonl-source:{self._path}", daemon=True)
-        self._thread.start()
-
-    def shutdown(self, timeout: float) -> bool:
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join(timeout)
-            return not self._thread.is_alive()
-        return True
-
-    def wait(self, timeout: float | None = None) -> bool:
-        """Block until a started source has read everything; True when it finished."""
-        if self._thread is not None:
-            self._thread.join(timeout)
-            return not self._thread.is_alive()
-        return True
 
     def _next_record(self, previous_line: int) -> RawRecord | None:
         line = self._stream.readline(self._max_record_bytes + 1)

@@ -20,6 +20,7 @@ from kafka import ConsumerRebalanceListener, KafkaConsumer, KafkaProducer
 from kafka.errors import KafkaError
 from kafka.structs import OffsetAndMetadata, TopicPartition
 
+from collectors.background import BackgroundSource
 from collectors.files import RetryPolicy
 from monitor.errors import Retryable
 from monitor.pipeline import BatchResult, Processor
@@ -71,7 +72,7 @@ class _Revocations(ConsumerRebalanceListener):
         self._source._assigned(set(assigned))
 
 
-class KafkaSource:
+class KafkaSource(BackgroundSource):
     """Consumes ``topics`` in consumer group ``group_id`` and feeds batches to ``process``."""
 
     def __init__(
@@ -85,8 +86,8 @@ class KafkaSource:
         guard: DeadLetterGuard | None = None,
         report_lag: LagReporter | None = None,
         lag_interval: float = 10.0,
-        sleep: Callable[[float], None] = time.sleep,
     ) -> None:
+        super().__init__()
         self._factory = consumer_factory
         self._topics = topics
         self._process = process
@@ -95,37 +96,13 @@ class KafkaSource:
         self._guard = guard
         self._report_lag = report_lag
         self._lag_interval = lag_interval
-        self._sleep = sleep
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
         self._consumer: KafkaConsumer | None = None
         self._pending: list[RawRecord] = []
         self._paused = False
         self._next_lag = 0.0
-        self.error: BaseException | None = None
         self.committed = 0  # records whose offsets were committed, for tests and logs
 
-    def start(self) -> None:
-        self._thread = threading.Thread(target=self._run_guarded, name="kafka-source", daemon=True)
-        self._thread.start()
-
-    def shutdown(self, timeout: float) -> bool:
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join(timeout)
-            return not self._thread.is_alive()
-        return True
-
-    @property
-    def running(self) -> bool:
-        return self._thread is not None and self._thread.is_alive()
-
-    def _run_guarded(self) -> None:
-        try:
-            self.run()
-        except BaseException as error:  # the owner (serve) watches `error` and exits loudly
-            self.error = error
-            log.error("kafka source stopped: %s", error)
+    thread_name = "kafka-source"
 
     def run(self) -> None:
         """Consume until shut down. Raises :class:`DeadLetterRatioExceeded`."""
@@ -217,39 +194,21 @@ class KafkaSource:
             log.warning("could not measure consumer lag: %s", error)
 
 
-class KafkaCatalogReader:
+class KafkaCatalogReader(BackgroundSource):
     """Reads every partition of the compacted catalog topic from the beginning, in every replica
     (no consumer group, no commits), so each replica holds the whole catalog."""
 
     def __init__(self, consumer_factory: Callable[..., KafkaConsumer], topic: str, process: Processor,
                  *, max_batch: int = 500, retry: RetryPolicy = BACKOFF) -> None:
+        super().__init__()
         self._factory = consumer_factory
         self._topic = topic
         self._process = process
         self._max_batch = max_batch
         self._retry = retry
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
         self.caught_up = threading.Event()  # set once the reader reached the end it saw at start
-        self.error: BaseException | None = None
 
-    def start(self) -> None:
-        self._thread = threading.Thread(target=self._run_guarded, name="kafka-catalog", daemon=True)
-        self._thread.start()
-
-    def shutdown(self, timeout: float) -> bool:
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join(timeout)
-            return not self._thread.is_alive()
-        return True
-
-    def _run_guarded(self) -> None:
-        try:
-            self.run()
-        except BaseException as error:
-            self.error = error
-            log.error("kafka catalog reader stopped: %s", error)
+    thread_name = "kafka-catalog"
 
     def run(self) -> None:
         consumer = self._factory()
