@@ -19,7 +19,7 @@ from collectors.files import RetryPolicy
 from collectors.kafka import DeadLetterGuard, DeadLetterRatioExceeded, KafkaSource
 from monitor.config import load_settings
 from monitor.pipeline import Processor
-from monitor.simulate import CORRUPTIONS, Simulator, corrupt
+from monitor.simulate import CORRUPTIONS, Incident, Simulator, corrupt
 from monitor.wiring import build_runtime, build_sources
 from tests.collectors.contract import (  # noqa: F401  (the contract tests run here)
     SourceHarness,
@@ -153,16 +153,26 @@ def is_valid(value: bytes) -> bool:
 
 def test_a_killed_consumer_loses_nothing(kafka, tmp_path):
     """SIGKILL mid-stream, restart: every document event (each persisted in the catalog table)
-    is there, every malformed record is in the dead-letter topic, the group ends at the log end."""
+    is there, every leak is sampled exactly once as in a clean run, every malformed record is in
+    the dead-letter topic, the group ends at the log end."""
     topic, dlq, catalog = new_topic(kafka, 6, "traces"), new_topic(kafka, 1, "dlq"), new_topic(kafka, 1, "cat")
     documents = [{"type": "document", "doc_id": f"doc-{i:05d}", "tenant": "acme", "version": "1",
-                  "modified_at": time.time() - 3600} for i in range(12_000)]
+                  "modified_at": time.time() - 3600} for i in range(10_000)]
     values = [encode(d) for d in documents]
     bad_offsets_expected = 0
     for i in range(0, len(values), 100):
         values[i] = b'{"type": "document", "doc_id": '
         bad_offsets_expected += 1
-    produce(kafka, topic, values, [f"k{i % 97}".encode() for i in range(len(values))])
+    keys = [f"k{i % 97}".encode() for i in range(len(values))]
+    leaking = Simulator(seed=17, start=time.time() - 2 * 86400, rate=5.0,
+                        incidents=[Incident("leak", "globex", "handbook", start=0, rate=0.3)])
+    traces = [e for e in leaking.traffic(3000) if e["type"] == "trace"]
+    expected_leaks = leak_samples(traces, tmp_path / "clean")
+    assert len(expected_leaks) > 50
+    trace_keys: dict = {}
+    values += [encode(t) for t in traces]
+    keys += [key_of(t, trace_keys) for t in traces]
+    produce(kafka, topic, values, keys)
     group = f"g-{uuid.uuid4().hex[:6]}"
     env = {"RAGMON_KAFKA__BOOTSTRAP_SERVERS": f'["{kafka.bootstrap_servers}"]', "RAGMON_KAFKA__TRACES_TOPIC": topic,
            "RAGMON_KAFKA__DEAD_LETTER_TOPIC": dlq, "RAGMON_KAFKA__CATALOG_TOPIC": catalog,
@@ -180,10 +190,29 @@ def test_a_killed_consumer_loses_nothing(kafka, tmp_path):
         stored = {row[0] for row in db.execute("select doc_id from catalog_document")}
     expected = {d["doc_id"] for i, d in enumerate(documents) if i % 100 != 0}
     assert stored == expected
+    with sqlite3.connect(tmp_path / "ragmon.db") as db:
+        rows = db.execute("select trace_id, strata from sample").fetchall()
+    leaks = [trace_id for trace_id, strata in rows if "permission_violation" in strata]
+    assert sorted(leaks) == sorted(expected_leaks)  # none lost, none twice
     letters = read_all(kafka, dlq)
     origins = {(int(dict(m.headers)["ragmon.origin.partition"]), int(dict(m.headers)["ragmon.origin.offset"]))
                for m in letters}
     assert len(origins) == bad_offsets_expected  # each malformed record dead-lettered (at least once)
+
+
+def leak_samples(traces: list[dict], scratch) -> list[str]:
+    """The traces a clean, uninterrupted run samples as permission violations."""
+    scratch.mkdir()
+    runtime = build_runtime(load_settings(environ={"RAGMON_DATABASE__URL": f"sqlite:///{scratch / 'clean.db'}",
+                                                   "RAGMON_DEAD_LETTER__PATH": str(scratch / "dead.jsonl")}),
+                            registry=CollectorRegistry())
+    from monitor.records import RawRecord
+    from monitor.sample_store import SampleStore
+
+    runtime.pipeline.process([RawRecord("file", encode(t)) for t in traces])
+    leaks = [s.trace_id for s in SampleStore(runtime.engine).find() if "permission_violation" in s.strata]
+    runtime.close()
+    return leaks
 
 
 def test_two_consumers_split_the_partitions_and_keying_keeps_rephrases_together(kafka, tmp_path):
