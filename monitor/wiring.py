@@ -72,11 +72,7 @@ def _publisher(settings: Settings):
         return None
     from kafka.errors import KafkaError
 
-    from collectors.emitter import KafkaTransport
-
-    options = {k: v for k, v in kafka.client_options().items() if k != "bootstrap_servers"}
-    transport = KafkaTransport(KafkaTransport.producer(kafka.bootstrap_servers, client_id="ragmon-samples",
-                                                       **options), kafka.samples_topic)
+    transport = _kafka_transport(settings, kafka.samples_topic, "ragmon-samples")
 
     def publish(samples: list[dict]) -> None:
         try:
@@ -87,6 +83,15 @@ def _publisher(settings: Settings):
             raise Retryable(f"samples topic: {type(error).__name__}") from error
 
     return publish
+
+
+def _kafka_transport(settings: Settings, topic: str, client_id: str):
+    """An idempotent keyed producer to ``topic`` with the configured connection options."""
+    from collectors.emitter import KafkaTransport
+
+    options = {k: v for k, v in settings.kafka.client_options().items() if k != "bootstrap_servers"}
+    return KafkaTransport(KafkaTransport.producer(settings.kafka.bootstrap_servers, client_id=client_id, **options),
+                          topic)
 
 
 def _dead_letters(settings: Settings, clock: Callable[[], float]) -> DeadLetterSink:
@@ -142,14 +147,10 @@ def build_otlp(runtime: Runtime):
     if config.forward_to_kafka and runtime.settings.kafka.bootstrap_servers:
         from kafka.errors import KafkaError
 
-        from collectors.emitter import KafkaTransport, event_key
-        from monitor.errors import Retryable
+        from collectors.emitter import event_key
 
         kafka = runtime.settings.kafka
-        transport = KafkaTransport(KafkaTransport.producer(kafka.bootstrap_servers, client_id="ragmon-otlp",
-                                                           **{k: v for k, v in kafka.client_options().items()
-                                                              if k != "bootstrap_servers"}),
-                                   kafka.traces_topic)
+        transport = _kafka_transport(runtime.settings, kafka.traces_topic, "ragmon-otlp")
 
         def forward(records, events) -> None:
             try:

@@ -298,3 +298,30 @@ def test_a_broken_producer_stops_the_consumer_loudly(kafka):
     assert isinstance(source.error, DeadLetterRatioExceeded)
     assert "rejected" in str(source.error)
     assert sum(committed(kafka, group, topic).values()) < 310
+
+
+def test_otlp_traces_can_be_forwarded_to_the_traces_topic_keyed_by_caller(kafka, tmp_path):
+    from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
+
+    from monitor.wiring import build_otlp
+    from tests.collectors.test_otlp import full_trace, in_memory_provider
+
+    topic = new_topic(kafka, 3, "traces")
+    settings = settings_for(kafka, tmp_path, traces_topic=topic, dead_letter_topic=new_topic(kafka, 1, "dlq"))
+    settings = settings.model_copy(update={"otlp": settings.otlp.model_copy(update={"forward_to_kafka": True})})
+    runtime = build_runtime(settings, registry=CollectorRegistry())
+    receiver = build_otlp(runtime)
+    provider, exporter = in_memory_provider()
+    from collectors.emitter import Emitter, OpenInferenceTransport
+
+    trace_id = full_trace(Emitter(OpenInferenceTransport(provider)))
+    answer = receiver.receive(encode_spans(exporter.get_finished_spans()).SerializeToString(),
+                              "application/x-protobuf")
+    assert answer.status == 200
+    receiver.shutdown(10)  # delivers the trace still being assembled
+    [message] = read_all(kafka, topic)
+    assert message.key == b"u-123"
+    event = msgspec.json.decode(message.value)
+    assert event["trace_id"] == trace_id and event["caller"]["id"] == "u-123"
+    assert runtime.pipeline.stats.snapshot() == ({}, {})  # forwarded, not processed here
+    runtime.close()
