@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import logging
 import threading
+from abc import ABC, abstractmethod
 
 log = logging.getLogger(__name__)
 
 
-class BackgroundSource:
+class BackgroundSource(ABC):
     """Runs :meth:`run` on a thread of its own. ``shutdown`` asks it to stop (``_stop`` is set; a
     source checks it between batches, so the batch in flight finishes and is acknowledged) and
     waits; ``error`` holds whatever stopped it on its own, for its owner to act on."""
@@ -20,8 +21,9 @@ class BackgroundSource:
         self._thread: threading.Thread | None = None
         self.error: BaseException | None = None
 
+    @abstractmethod
     def run(self) -> None:
-        raise NotImplementedError  # each source defines its loop
+        """The source's loop: deliver batches until the input ends or ``_stop`` is set."""
 
     def start(self) -> None:
         self._thread = threading.Thread(target=self._run_guarded, name=self.thread_name, daemon=True)

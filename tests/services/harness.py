@@ -22,6 +22,7 @@ import tempfile
 import time
 import urllib.request
 import uuid
+from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
@@ -44,7 +45,7 @@ def http_get(url: str, timeout: float = 2.0) -> bytes:
         return response.read()
 
 
-class Service:
+class Service(ABC):
     """A process started in its own process group with its output in ``log_path``."""
 
     name = "service"
@@ -66,8 +67,9 @@ class Service:
     def __exit__(self, *exc) -> None:
         self.stop()
 
+    @abstractmethod
     def start(self) -> None:
-        raise NotImplementedError  # each service defines how it starts
+        """Start the process and wait until it serves; raise :class:`ServiceError` if it does not."""
 
     def _spawn(self, argv: Sequence[str], env: dict[str, str] | None = None, user: str | None = None) -> None:
         if user is not None:
