@@ -179,10 +179,11 @@ class Kafka(Service):
             "rootLogger.level=WARN", "rootLogger.appenderRef.out.ref=out", "",
         ]))
         classpath = f"{jars}/*"
+        # base64url may start with "-": passed as --cluster-id=ID it cannot be taken for an option
         cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode()
         java = shutil.which("java") or "java"
         _run([java, "-cp", classpath, f"-Dlog4j2.configurationFile={log4j}", "kafka.tools.StorageTool",
-              "format", "--standalone", "-t", cluster_id, "-c", str(properties)], "kafka storage format")
+              "format", "--standalone", f"--cluster-id={cluster_id}", "-c", str(properties)], "kafka storage format")
         self._argv = [java, "-Xms256m", "-Xmx768m", "-cp", classpath, f"-Dlog4j2.configurationFile={log4j}",
                       "kafka.Kafka", str(properties)]
         self.resume()
