@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from collections import Counter
+from pathlib import Path
 
 import click
 from rich.console import Console
@@ -74,3 +75,32 @@ def stats(ctx: click.Context, week: str | None, as_json: bool) -> None:
         table.add_row(w, t, s, str(n))
     console.print(table)
     console.print("by status: " + ", ".join(f"{s} {by_status.get(s, 0)}" for s in STATUSES))
+
+
+@samples.command("pull")
+@click.option("--week", required=True, help="ISO week, e.g. 2026-W48.")
+@click.option("--tenant", help="Only this tenant's samples.")
+@click.option("--out", "out_dir", type=click.Path(file_okay=False, path_type=Path),
+              help="Directory for the batch (default: ragmon-data/batches/WEEK[-TENANT]).")
+@click.pass_context
+def pull(ctx: click.Context, week: str, tenant: str | None, out_dir: Path | None) -> None:
+    """Write the week's batch: cases.jsonl (test-set schema, empty labels), tasks.json and
+    label-config.xml (Label Studio). Queued samples become exported; the same week again gives
+    the same batch."""
+    from exporters.labeling import LABEL_CONFIG, case_of, task_of
+    from monitor.sampling import week_monday
+
+    try:
+        week_monday(week)
+    except ValueError as error:
+        raise click.BadParameter(str(error), param_hint="--week") from None
+    store = _store(ctx)
+    batch = store.batch(week, tenant)
+    out_dir = out_dir or Path("ragmon-data") / "batches" / (f"{week}-{tenant}" if tenant else week)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    (out_dir / "cases.jsonl").write_text("".join(json.dumps(case_of(s), sort_keys=True) + "\n" for s in batch))
+    (out_dir / "tasks.json").write_text(json.dumps([task_of(s) for s in batch], indent=1, sort_keys=True) + "\n")
+    (out_dir / "label-config.xml").write_text(LABEL_CONFIG)
+    exported = store.mark_exported([s.trace_id for s in batch])
+    console.print(f"{len(batch)} cases for {week}{' / ' + tenant if tenant else ''} in {out_dir} "
+                  f"({exported} newly exported)")

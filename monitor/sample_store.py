@@ -92,6 +92,24 @@ class SampleStore:
         except SQLAlchemyError as error:
             raise Retryable(f"sample store: {type(error).__name__}") from error
 
+    def batch(self, week: str, tenant: str | None = None) -> list[Sample]:
+        """The week's batch: every sample of the week (and tenant) not discarded, in a stable
+        order, so pulling the same week again gives the same batch."""
+        return [s for s in self.find(week=week, tenant=tenant) if s.status != "discarded"]
+
+    def mark_exported(self, trace_ids: Sequence[str]) -> int:
+        """Queued samples among ``trace_ids`` become exported; returns how many changed."""
+        now = self._clock()
+        with Session(self._engine) as session:
+            rows = list(session.exec(select(Sample).where(col(Sample.trace_id).in_(list(trace_ids)),
+                                                          Sample.status == "queued")))
+            for row in rows:
+                row.status = "exported"
+                row.updated_at = now
+                session.add(row)
+            session.commit()
+        return len(rows)
+
     def counts_by_status(self) -> dict[str, int]:
         with Session(self._engine) as session:
             rows = session.exec(select(Sample.status, func.count()).group_by(Sample.status)).all()

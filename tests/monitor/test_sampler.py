@@ -15,6 +15,7 @@ from monitor.config import load_settings
 from monitor.records import RawRecord
 from monitor.sample_store import SampleStore
 from monitor.simulate import Incident, Simulator
+from monitor.store import make_engine
 from monitor.wiring import build_runtime
 
 
@@ -119,3 +120,46 @@ def test_samples_list_and_stats_commands(tmp_path):
     assert sum(r["samples"] for r in report["strata"]) == sum(len(s.strata) for s in stored)
     table = CliRunner().invoke(main, ["samples", "stats"], env=env)
     assert "by status: queued" in table.output
+
+
+def test_the_weekly_pull_writes_the_same_batch_twice_and_only_the_tenants(tmp_path):
+    from click.testing import CliRunner
+
+    from monitor.cli import main
+
+    events, _ = traffic(traces=2000)
+    pii = {"type": "trace", "trace_id": "t-pii", "time": time.time() - 3600, "tenant": "globex",
+           "query": "Refund to DE89 3704 0044 0532 0130 00 please",
+           "index": {"name": "handbook"}, "caller": {"id": "alice@example.com", "groups": ["staff"]},
+           "context": [{"id": "p1", "text": "Write to alice@example.com"}],
+           "answer": {"text": "Done.", "citations": []}}
+    runtime = runtime_for(tmp_path, RAGMON_SAMPLING__RATES__RANDOM="1.0")
+    feed(runtime, [*events, pii])
+    store = SampleStore(runtime.engine)
+    week = next(s.week for s in store.find() if s.trace_id == "t-pii")
+    globex = [s for s in store.find(week=week) if s.tenant == "globex"]
+    runtime.close()
+    env = {"RAGMON_DATABASE__URL": f"sqlite:///{tmp_path / 'ragmon.db'}"}
+    out = tmp_path / "batch"
+    first = CliRunner().invoke(main, ["samples", "pull", "--week", week, "--tenant", "globex", "--out", str(out)],
+                               env=env)
+    assert first.exit_code == 0, first.output
+    files = {name: (out / name).read_bytes() for name in ("cases.jsonl", "tasks.json", "label-config.xml")}
+    cases = [json.loads(line) for line in files["cases.jsonl"].splitlines()]
+    assert sorted(c["id"] for c in cases) == sorted(s.trace_id for s in globex)
+    assert {c["tenant"] for c in cases} == {"globex"}
+    case = next(c for c in cases if c["id"] == "t-pii")
+    assert case["expected"] is None and case["relevant"] == [] and case["origin"] == {"trace_id": "t-pii",
+                                                                                     "week": week}
+    assert case["candidates"][0]["id"] == "p1" and case["caller_groups"] == ["staff"]
+    everything = b"".join(files.values())
+    assert b"alice@example.com" not in everything and b"DE89 3704" not in everything
+    tasks = json.loads(files["tasks.json"])
+    assert len(tasks) == len(cases) and tasks[0]["data"]["passages"][0]["idx"] == 0
+    assert SampleStore(make_engine(env["RAGMON_DATABASE__URL"])).counts_by_status()["exported"] == len(cases)
+    again = CliRunner().invoke(main, ["samples", "pull", "--week", week, "--tenant", "globex", "--out", str(out)],
+                               env=env)
+    assert again.exit_code == 0 and "(0 newly exported)" in " ".join(again.output.split())
+    assert {name: (out / name).read_bytes() for name in files} == files  # the same batch
+    bad = CliRunner().invoke(main, ["samples", "pull", "--week", "2026-48"], env=env)
+    assert bad.exit_code == 2 and "ISO week" in bad.output
