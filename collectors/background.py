@@ -40,10 +40,6 @@ class BackgroundSource(ABC):
             return not self._thread.is_alive()
         return True
 
-    @property
-    def running(self) -> bool:
-        return self._thread is not None and self._thread.is_alive()
-
     def _run_guarded(self) -> None:
         try:
             self.run()

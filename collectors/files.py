@@ -176,14 +176,12 @@ class JsonlDeadLetterSink:
         self._encoder = msgspec.json.Encoder()
         self._lock = threading.Lock()
         self._fd: int | None = None
-        self.written = 0
 
     def write(self, letters: Sequence[DeadLetter]) -> None:
         stamp = datetime.fromtimestamp(self._clock(), UTC).isoformat(timespec="milliseconds")
         data = b"".join(self._line(letter, stamp) for letter in letters)
         with self._lock:
             self._append(data)
-            self.written += len(letters)
 
     def _line(self, letter: DeadLetter, stamp: str) -> bytes:
         record = letter.record
