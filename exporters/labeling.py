@@ -7,6 +7,9 @@ Everything here is built from stored samples, which are redacted already.
 
 from __future__ import annotations
 
+import json
+from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 LABEL_CONFIG = """<View>
@@ -69,12 +72,68 @@ def case_of(sample) -> dict[str, Any]:
 
 
 def task_of(sample) -> dict[str, Any]:
-    """A Label Studio task for the labeling config above."""
+    """A Label Studio task for the labeling config above. ``data.case`` carries the empty case, so
+    an export alone is enough to build the labeled case (no lookup in ragmon's store)."""
     trace = sample.payload
+    case = case_of(sample)
     passages = [{"idx": i, "text": p.get("text") or f"({p['id']}: no text recorded)", "id": p["id"],
                  "doc_id": p.get("doc_id"), "doc_version": p.get("doc_version"), "span": p.get("span")}
-                for i, p in enumerate(candidates(trace))]
+                for i, p in enumerate(case.pop("candidates"))]
     answer = (trace.get("answer") or {}).get("text") or "(no answer recorded)"
-    return {"data": {"case_id": sample.trace_id, "question": trace.get("query", ""), "answer": answer,
-                     "passages": passages, "tenant": sample.tenant, "week": sample.week,
-                     "strata": sorted(sample.strata)}}
+    return {"data": {"case_id": sample.trace_id, "question": case["question"], "answer": answer,
+                     "passages": passages, "case": case}}
+
+
+def write_batch(batch: Sequence, out_dir: Path) -> None:
+    """The batch as ``cases.jsonl``, ``tasks.json`` and ``label-config.xml`` in ``out_dir``; the
+    same batch always gives the same bytes."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    (out_dir / "cases.jsonl").write_text("".join(json.dumps(case_of(s), sort_keys=True) + "\n" for s in batch))
+    (out_dir / "tasks.json").write_text(json.dumps([task_of(s) for s in batch], indent=1, sort_keys=True) + "\n")
+    (out_dir / "label-config.xml").write_text(LABEL_CONFIG)
+
+
+class TaskProblem(ValueError):
+    """A task whose annotation cannot become a case; the message says what is wrong."""
+
+
+def labeled_case(task: dict[str, Any]) -> dict[str, Any] | None:
+    """The regression case a labeler's annotation of ``task`` (from a Label Studio export) makes,
+    or None when the task has no submitted annotation yet. The newest submitted annotation wins;
+    skipped (cancelled) ones are not labels. Raises :class:`TaskProblem`."""
+    data = task.get("data") or {}
+    case = data.get("case")
+    passages = data.get("passages")
+    if not isinstance(case, dict) or not isinstance(passages, list):
+        raise TaskProblem("not a ragmon task (data.case or data.passages missing)")
+    submitted = [a for a in task.get("annotations") or [] if not a.get("was_cancelled")]
+    if not submitted:
+        return None
+    newest = max(submitted, key=lambda a: (a.get("updated_at") or "", a.get("id") or 0))
+    choices, texts = {}, {}
+    for region in newest.get("result") or []:
+        value = region.get("value") or {}
+        if "choices" in value:
+            choices[region.get("from_name")] = value["choices"]
+        elif "text" in value:
+            texts[region.get("from_name")] = value["text"]
+    answerable = choices.get("answerable")
+    if answerable not in (["answerable"], ["unanswerable"]):
+        raise TaskProblem("the question is not marked answerable or unanswerable")
+    relevant = []
+    for passage in passages:
+        grade = choices.get(f"grade_{passage['idx']}")
+        if grade is None:
+            raise TaskProblem(f"passage {passage['idx']} ({passage['id']}) has no grade")
+        if grade not in (["0"], ["1"], ["2"]):
+            raise TaskProblem(f"passage {passage['idx']} ({passage['id']}): grade {grade!r} is not one of 0, 1, 2")
+        unit = {"doc_id": passage.get("doc_id") or passage["id"], "grade": int(grade[0])}
+        for key in ("doc_version", "span"):
+            if passage.get(key) is not None:
+                unit[key] = passage[key]
+        relevant.append(unit)
+    reference = " ".join(t.strip() for t in texts.get("reference_answer", []) if t.strip()) or None
+    if answerable == ["unanswerable"] and any(u["grade"] >= 1 for u in relevant):
+        raise TaskProblem("marked unanswerable, yet a passage is graded relevant")
+    return {**case, "expected": "answer" if answerable == ["answerable"] else "abstain",
+            "relevant": relevant, "reference_answer": reference}

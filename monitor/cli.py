@@ -18,6 +18,7 @@ from rich.table import Table
 from collectors.files import JsonlSource, RetryPolicy, SourceStopped
 from monitor import logs
 from monitor.cli_eval import eval_command
+from monitor.cli_labels import labels
 from monitor.cli_samples import samples
 from monitor.config import ConfigError, Settings, effective_config, load_settings
 from monitor.wiring import build_otlp, build_runtime, build_sources
@@ -209,8 +210,10 @@ def serve(ctx: click.Context, host: str | None, port: int | None) -> None:
 @click.option("--traces", default=30_000, show_default=True, help="Simulated traces.")
 @click.option("--seconds", default=45.0, show_default=True, help="Wall-clock time to spread them over.")
 @click.option("--json", "json_out", type=click.Path(path_type=Path), help="Also write the findings as JSON.")
+@click.option("--batch-dir", type=click.Path(file_okay=False, path_type=Path), default=Path("ragmon-data/demo-batches"),
+              show_default=True, help="Where the weekly export for labeling is written.")
 @click.pass_context
-def demo(ctx: click.Context, traces: int, seconds: float, json_out: Path | None) -> None:
+def demo(ctx: click.Context, traces: int, seconds: float, json_out: Path | None, batch_dir: Path) -> None:
     """Run the whole monitor on simulated multi-tenant traffic with injected incidents.
 
     Needs no external service: the store is a temporary SQLite file. Ends by itself.
@@ -234,9 +237,14 @@ def demo(ctx: click.Context, traces: int, seconds: float, json_out: Path | None)
             report = Demo(simulator, runtime.pipeline.process,
                           lambda name, **labels: metric_sum(runtime.registry, name, **labels),
                           console, traces, seconds).run()
+            exported = _demo_export(runtime.engine, batch_dir)
         finally:
             runtime.close()
     print_report(console, report)
+    if exported is not None:
+        week, cases, where = exported
+        console.print(f"weekly export: {cases} redacted cases of {week} for labeling in {where}/ "
+                      "(cases.jsonl, tasks.json, label-config.xml)")
     if json_out is not None:
         json_out.write_text(json.dumps({
             "traces": report.traces, "simulated_hours": round(report.simulated_hours, 1),
@@ -245,6 +253,23 @@ def demo(ctx: click.Context, traces: int, seconds: float, json_out: Path | None)
         }, indent=2) + "\n")
     if not report.all_detected:
         ctx.exit(1)
+
+
+def _demo_export(engine, batch_dir: Path) -> tuple[str, int, Path] | None:
+    """The weekly pull of the demo's newest complete week (else its newest), as ``samples pull``
+    writes it: (week, cases, directory), or None when nothing was sampled."""
+    from exporters.labeling import write_batch
+    from monitor.sample_store import SampleStore
+
+    store = SampleStore(engine)
+    weeks = store.latest_weeks(2)
+    if not weeks:
+        return None
+    week = weeks[-1]
+    batch = store.batch(week)
+    write_batch(batch, batch_dir / week)
+    store.mark_exported([s.trace_id for s in batch])
+    return week, len(batch), batch_dir / week
 
 
 @main.group()
@@ -270,6 +295,7 @@ def db_upgrade(ctx: click.Context) -> None:
 
 main.add_command(eval_command)
 main.add_command(samples)
+main.add_command(labels)
 
 if __name__ == "__main__":
     main()

@@ -27,8 +27,14 @@ def _ks(text: str) -> list[int]:
 @click.command("eval")
 @click.option("--cases", "cases_file", type=click.Path(exists=True, dir_okay=False, path_type=Path), required=True,
               help="Labeled cases (JSONL).")
-@click.option("--run", "run_file", type=click.Path(exists=True, dir_okay=False, path_type=Path), required=True,
+@click.option("--run", "run_file", type=click.Path(exists=True, dir_okay=False, path_type=Path),
               help="What the system retrieved per case (JSONL), in rank order.")
+@click.option("--run-from-store", is_flag=True,
+              help="Instead of --run: what production retrieved, from the stored trace each case was sampled from.")
+@click.option("--stage", default="context", show_default=True,
+              help="With --run-from-store: `context` (what reached the model) or a retriever's name.")
+@click.option("--write-run", type=click.Path(dir_okay=False, path_type=Path),
+              help="With --run-from-store: also write the run built as JSONL.")
 @click.option("--k", "k_text", default="3,5,10", show_default=True, help="Cut-offs, comma-separated.")
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON (for --baseline later).")
 @click.option("--fail-under", "floors", multiple=True, metavar="METRIC@K=VALUE",
@@ -36,19 +42,23 @@ def _ks(text: str) -> list[int]:
 @click.option("--baseline", type=click.Path(exists=True, dir_okay=False, path_type=Path),
               help="A previous --json report to compare with.")
 @click.option("--max-drop", type=float, help="Exit 1 when an overall metric fell more than this from the baseline.")
-def eval_command(cases_file: Path, run_file: Path, k_text: str, as_json: bool, floors: tuple[str, ...],
-                 baseline: Path | None, max_drop: float | None) -> None:
+@click.pass_context
+def eval_command(ctx: click.Context, cases_file: Path, run_file: Path | None, run_from_store: bool, stage: str,
+                 write_run: Path | None, k_text: str, as_json: bool, floors: tuple[str, ...], baseline: Path | None,
+                 max_drop: float | None) -> None:
     """Recall, precision, hit, MRR and nDCG at k over the answerable cases; abstention on the
     unanswerable ones; claim evidence availability; per split and per tag."""
     ks = _ks(k_text)
+    if (run_file is None) == (not run_from_store):
+        raise click.UsageError("give either --run FILE or --run-from-store")
+    if (baseline is None) != (max_drop is None):
+        raise click.UsageError("--baseline and --max-drop go together")
     try:
         thresholds = [parse_threshold(text) for text in floors]
         cases = load_cases(cases_file.read_bytes())
-        runs = load_runs(run_file.read_bytes())
+        runs = load_runs(run_file.read_bytes()) if run_file is not None else _production(ctx, cases, stage, write_run)
     except ValueError as error:
         raise click.UsageError(str(error)) from None
-    if (baseline is None) != (max_drop is None):
-        raise click.UsageError("--baseline and --max-drop go together")
     report = evaluate(cases, runs, ks)
     previous = json.loads(baseline.read_text()) if baseline is not None else None
     failures = gate(report, thresholds, previous, max_drop)
@@ -61,6 +71,24 @@ def eval_command(cases_file: Path, run_file: Path, k_text: str, as_json: bool, f
         click.echo(f"FAIL {failure}", err=True)
     if failures:
         raise SystemExit(1)
+
+
+def _production(ctx: click.Context, cases, stage: str, write_run: Path | None):
+    import msgspec
+
+    from monitor.cli_samples import settings_of, store_of
+    from monitor.production_runs import origin_of, production_run
+    from monitor.signals.outcome import compile_refusals
+
+    settings = settings_of(ctx)
+    payloads = store_of(settings).payloads([origin_of(c) for c in cases])
+    runs, missing = production_run(cases, payloads, stage, compile_refusals(settings.signals.refusal_patterns))
+    if missing:
+        click.echo(f"{len(missing)} cases have no stored trace (scored as retrieving nothing), "
+                   f"e.g. {', '.join(missing[:3])}", err=True)
+    if write_run is not None:
+        write_run.write_bytes(b"".join(msgspec.json.encode(run) + b"\n" for run in runs))
+    return runs
 
 
 def _print(report: dict, ks: list[int]) -> None:

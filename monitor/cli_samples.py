@@ -10,21 +10,37 @@ import click
 from rich.console import Console
 from rich.table import Table
 
-from monitor.config import ConfigError, load_settings
+from monitor.config import ConfigError, Settings, load_settings
 from monitor.sample_store import STATUSES, SampleStore
 from monitor.store import make_engine, prepare
 
 console = Console()
 
 
-def _store(ctx: click.Context) -> SampleStore:
+def settings_of(ctx: click.Context) -> Settings:
     try:
-        settings = load_settings(ctx.obj.get("config"))
+        return load_settings(ctx.obj.get("config"))
     except ConfigError as error:
         raise click.UsageError(str(error)) from None
+
+
+def store_of(settings: Settings) -> SampleStore:
     engine = make_engine(settings.database.url)
     prepare(engine)
     return SampleStore(engine)
+
+
+def _store(ctx: click.Context) -> SampleStore:
+    return store_of(settings_of(ctx))
+
+
+def _check_week(week: str) -> None:
+    from monitor.sampling import week_monday
+
+    try:
+        week_monday(week)
+    except ValueError as error:
+        raise click.BadParameter(str(error), param_hint="--week") from None
 
 
 @click.group()
@@ -87,20 +103,43 @@ def pull(ctx: click.Context, week: str, tenant: str | None, out_dir: Path | None
     """Write the week's batch: cases.jsonl (test-set schema, empty labels), tasks.json and
     label-config.xml (Label Studio). Queued samples become exported; the same week again gives
     the same batch."""
-    from exporters.labeling import LABEL_CONFIG, case_of, task_of
-    from monitor.sampling import week_monday
+    from exporters.labeling import write_batch
 
-    try:
-        week_monday(week)
-    except ValueError as error:
-        raise click.BadParameter(str(error), param_hint="--week") from None
+    _check_week(week)
     store = _store(ctx)
     batch = store.batch(week, tenant)
     out_dir = out_dir or Path("ragmon-data") / "batches" / (f"{week}-{tenant}" if tenant else week)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    (out_dir / "cases.jsonl").write_text("".join(json.dumps(case_of(s), sort_keys=True) + "\n" for s in batch))
-    (out_dir / "tasks.json").write_text(json.dumps([task_of(s) for s in batch], indent=1, sort_keys=True) + "\n")
-    (out_dir / "label-config.xml").write_text(LABEL_CONFIG)
+    write_batch(batch, out_dir)
     exported = store.mark_exported([s.trace_id for s in batch])
     console.print(f"{len(batch)} cases for {week}{' / ' + tenant if tenant else ''} in {out_dir} "
                   f"({exported} newly exported)")
+
+
+@samples.command("push")
+@click.option("--week", required=True, help="ISO week, e.g. 2026-W48.")
+@click.option("--tenant", help="Only this tenant's samples.")
+@click.option("--project", help="Label Studio project title (default: label_studio.project).")
+@click.pass_context
+def push(ctx: click.Context, week: str, tenant: str | None, project: str | None) -> None:
+    """Send the week's batch to Label Studio: the project is created with ragmon's labeling config
+    when missing, and each case is imported once (pushing again adds only new cases). Queued
+    samples become exported."""
+    from exporters.label_studio import LabelStudioError
+    from exporters.labeling import LABEL_CONFIG, task_of
+    from monitor.cli_labels import label_studio_of
+
+    _check_week(week)
+    settings = settings_of(ctx)
+    store = store_of(settings)
+    batch = store.batch(week, tenant)
+    title = project or settings.label_studio.project
+    try:
+        with label_studio_of(settings) as studio:
+            project_id, created = studio.ensure_project(title, LABEL_CONFIG)
+            imported = studio.import_tasks(project_id, [task_of(s) for s in batch])
+    except LabelStudioError as error:
+        raise click.ClickException(str(error)) from None
+    exported = store.mark_exported([s.trace_id for s in batch])
+    console.print(f"{imported} of {len(batch)} cases for {week}{' / ' + tenant if tenant else ''} imported into "
+                  f"project {title!r} (id {project_id}{', created' if created else ''}); "
+                  f"{len(batch) - imported} were there already; {exported} newly exported")

@@ -217,6 +217,32 @@ class KafkaConfig(ConfigSection):
         return options
 
 
+class LabelStudioConfig(ConfigSection):
+    """The Label Studio instance the weekly batch is labeled in (``samples push``, ``labels pull``)."""
+
+    url: str | None = Field(None, description="Base URL, e.g. https://label-studio.example.com.")
+    token: SecretStr | None = Field(
+        None,
+        description="A personal access token (Account & Settings), or a legacy API token where the "
+        "organization still allows those.",
+    )
+    project: str = Field("ragmon regression set", description="Title of the project the batches go to.")
+    timeout_seconds: PositiveFloat = Field(30.0, description="Timeout of each request to Label Studio.")
+
+    @field_validator("url")
+    @classmethod
+    def _http_url(cls, value: str | None) -> str | None:
+        if value is not None and urlsplit(value).scheme not in ("http", "https"):
+            raise ValueError("must be an http:// or https:// URL")
+        return value.rstrip("/") if value is not None else None
+
+
+class RegressionConfig(ConfigSection):
+    """The labeled regression set that ``labels import`` grows and ``eval`` scores."""
+
+    cases: Path = Field(Path("ragmon-data/regression/cases.jsonl"), description="JSONL file, one case per line.")
+
+
 class LogConfig(ConfigSection):
     """Process logs (standard error). Lines carry counts, reasons and names of our own, never input content."""
 
@@ -234,6 +260,8 @@ class Settings(ConfigSection):
     labels: LabelsConfig = LabelsConfig()
     sampling: SamplingConfig = SamplingConfig()
     redaction: RedactionConfig = RedactionConfig()
+    label_studio: LabelStudioConfig = LabelStudioConfig()
+    regression: RegressionConfig = RegressionConfig()
     http: HttpConfig = HttpConfig()
     otlp: OtlpConfig = OtlpConfig()
     kafka: KafkaConfig = KafkaConfig()

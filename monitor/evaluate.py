@@ -33,9 +33,14 @@ class Claim(msgspec.Struct, omit_defaults=True):
     evidence: list[str] = []  # document ids (or chunk ids) that support the claim
 
 
+class Origin(msgspec.Struct, omit_defaults=True):
+    trace_id: str | None = None  # the production trace the case was sampled from
+    week: str | None = None
+
+
 class Case(msgspec.Struct, omit_defaults=True):
-    """One labeled question. Unknown fields (reference answer, origin trace, week...) are kept
-    by the dataset but ignored here."""
+    """One labeled question. Unknown fields (reference answer, tenant, corpus...) are kept by the
+    dataset but ignored here."""
 
     id: str
     question: str = ""
@@ -44,6 +49,7 @@ class Case(msgspec.Struct, omit_defaults=True):
     claims: list[Claim] = []
     split: str = "dev"
     tags: list[str] = []
+    origin: Origin | None = None
 
 
 class RetrievedItem(msgspec.Struct, omit_defaults=True):

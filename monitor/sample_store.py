@@ -110,6 +110,33 @@ class SampleStore:
             session.commit()
         return len(rows)
 
+    def mark_labeled(self, trace_ids: Sequence[str]) -> int:
+        """Samples among ``trace_ids`` become labeled (from any status: a reviewed label wins);
+        returns how many changed. Ids the store does not hold are ignored."""
+        now = self._clock()
+        changed = 0
+        with Session(self._engine) as session:
+            for start in range(0, len(trace_ids), 500):
+                chunk = list(trace_ids[start:start + 500])
+                rows = session.exec(select(Sample).where(col(Sample.trace_id).in_(chunk), Sample.status != "labeled"))
+                for row in rows:
+                    row.status = "labeled"
+                    row.updated_at = now
+                    session.add(row)
+                    changed += 1
+            session.commit()
+        return changed
+
+    def payloads(self, trace_ids: Sequence[str]) -> dict[str, dict[str, Any]]:
+        """The stored (redacted) traces of ``trace_ids`` that the store holds."""
+        out: dict[str, dict[str, Any]] = {}
+        with Session(self._engine) as session:
+            for start in range(0, len(trace_ids), 500):
+                chunk = list(trace_ids[start:start + 500])
+                for row in session.exec(select(Sample).where(col(Sample.trace_id).in_(chunk))):
+                    out[row.trace_id] = row.payload
+        return out
+
     def counts_by_status(self) -> dict[str, int]:
         with Session(self._engine) as session:
             rows = session.exec(select(Sample.status, func.count()).group_by(Sample.status)).all()

@@ -11,7 +11,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests.services.harness import Alertmanager, Kafka, Postgres, Prometheus
+from tests.services.harness import Alertmanager, Kafka, LabelStudio, Postgres, Prometheus
 
 
 @pytest.fixture(scope="session")
@@ -35,6 +35,12 @@ def prometheus() -> Iterator[Prometheus]:
 @pytest.fixture(scope="session")
 def alertmanager() -> Iterator[Alertmanager]:
     with Alertmanager() as service:
+        yield service
+
+
+@pytest.fixture(scope="session")
+def label_studio() -> Iterator[LabelStudio]:
+    with LabelStudio() as service:
         yield service
 
 

@@ -53,10 +53,17 @@ def test_sigterm_finishes_the_request_in_flight(tmp_path):
 
 def test_the_demo_finds_every_injected_incident(tmp_path):
     out = tmp_path / "demo.json"
-    result = CliRunner().invoke(main, ["demo", "--traces", "8000", "--seconds", "1", "--json", str(out)],
+    batches = tmp_path / "batches"
+    result = CliRunner().invoke(main, ["demo", "--traces", "8000", "--seconds", "1", "--json", str(out),
+                                       "--batch-dir", str(batches)],
                                 env={k: None for k in os.environ if k.startswith("RAGMON_")})
     assert result.exit_code == 0, result.output
     findings = json.loads(out.read_text())["findings"]
     assert {f["incident"] for f in findings} == {"stale_index", "leak", "no_answer_spike", "reembedding"}
     assert all(f["detected"] for f in findings), findings
     assert "what ragmon found" in result.output
+    [week] = list(batches.iterdir())  # the weekly export for labeling
+    cases = [json.loads(line) for line in (week / "cases.jsonl").read_text().splitlines()]
+    tasks = json.loads((week / "tasks.json").read_text())
+    assert len(cases) == len(tasks) > 10 and all(c["origin"]["week"] == week.name for c in cases)
+    assert f"{len(cases)} redacted cases of {week.name}" in " ".join(result.output.split())

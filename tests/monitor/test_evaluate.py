@@ -191,3 +191,21 @@ def msgspec_encode(value) -> bytes:
     import msgspec
 
     return msgspec.json.encode(value)
+
+
+def test_the_eval_command_takes_exactly_one_run_source(tmp_path):
+    from click.testing import CliRunner
+
+    from monitor.cli import main
+
+    (tmp_path / "cases.jsonl").write_text('{"id": "q1", "relevant": [{"doc_id": "d1"}]}\n')
+    (tmp_path / "run.jsonl").write_text('{"case_id": "q1", "retrieved": [{"id": "d1"}]}\n')
+    cases = ["eval", "--cases", str(tmp_path / "cases.jsonl")]
+    for extra in ([], ["--run", str(tmp_path / "run.jsonl"), "--run-from-store"]):
+        refused = CliRunner().invoke(main, [*cases, *extra])
+        assert refused.exit_code == 2 and "either --run FILE or --run-from-store" in refused.output
+    env = {"RAGMON_DATABASE__URL": f"sqlite:///{tmp_path / 'ragmon.db'}"}
+    empty = CliRunner().invoke(main, [*cases, "--run-from-store", "--write-run", str(tmp_path / "built.jsonl"),
+                                      "--json"], env=env)
+    assert empty.exit_code == 0, empty.output
+    assert "1 cases have no stored trace" in empty.output and (tmp_path / "built.jsonl").read_text() == ""

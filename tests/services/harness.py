@@ -1,5 +1,5 @@
 """Start real services for the integration tests: Apache Kafka (KRaft), PostgreSQL, Prometheus,
-Alertmanager. Each runs on 127.0.0.1, on a free port, in a temporary directory, and is stopped
+Alertmanager, Label Studio. Each runs on 127.0.0.1, on a free port, in a temporary directory, and is stopped
 (process group killed) when its context ends. ``tests/services/install.sh`` installs them.
 
 A service that does not come up raises :class:`ServiceError` carrying the tail of its log, so a
@@ -351,3 +351,85 @@ class Alertmanager(Service):
 
     def alerts(self) -> list[dict]:
         return json.loads(http_get(f"{self.url}/api/v2/alerts"))
+
+
+class LabelStudio(Service):
+    """Label Studio from its own virtual environment (install.sh), SQLite in a temporary data dir,
+    one administrator. Like a fresh organization of a current release, legacy API tokens are off:
+    :meth:`personal_access_token` makes a personal access token the way a user does in the UI
+    (logged in, then ``POST /api/token/``); :meth:`set_legacy_tokens` is the administrator's switch."""
+
+    name = "label-studio"
+    start_timeout = 240.0  # the first start runs Label Studio's database migrations
+    requirements = HERE / "label-studio-requirements.txt"
+    email = "labeler@ragmon.test"
+    password = "labels-" + uuid.uuid4().hex[:12]
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.legacy_token = uuid.uuid4().hex
+        self._personal_token: str | None = None
+
+    @classmethod
+    def venv(cls) -> Path:
+        version = next(line.split("==")[1].strip() for line in cls.requirements.read_text().splitlines()
+                       if line.startswith("label-studio=="))
+        path = CACHE / f"label-studio-{version}"
+        if not (path / ".complete").exists():
+            raise ServiceError(f"Label Studio {version} is missing in {path}: run tests/services/install.sh")
+        return path
+
+    def start(self) -> None:
+        binary = self.venv() / "bin" / "label-studio"
+        data = self.dir / "data"
+        self._spawn([str(binary), "start", "--no-browser", "--data-dir", str(data), "--internal-host", "127.0.0.1",
+                     "--port", str(self.port), "--username", self.email, "--password", self.password,
+                     "--user-token", self.legacy_token, "--log-level", "WARNING"],
+                    env={"HOME": str(self.dir), "LABEL_STUDIO_BASE_DATA_DIR": str(data),
+                         "COLLECT_ANALYTICS": "false", "LATEST_VERSION_CHECK": "false"})
+        self._wait_until(lambda: json.loads(http_get(f"{self.url}/health")).get("status") == "UP", "serving")
+
+    @contextlib.contextmanager
+    def session(self):
+        """An httpx client logged in as the administrator (session cookie and CSRF header)."""
+        import httpx
+
+        with httpx.Client(base_url=self.url, timeout=30, follow_redirects=False) as client:
+            self._log_in(client)
+            yield client
+
+    def _log_in(self, client) -> None:
+        page = client.get("/user/login/")
+        marker = 'name="csrfmiddlewaretoken" value="'
+        form_token = page.text.split(marker, 1)[1].split('"', 1)[0]
+        done = client.post("/user/login/", data={"csrfmiddlewaretoken": form_token, "email": self.email,
+                                                 "password": self.password},
+                           headers={"Referer": f"{self.url}/user/login/"})
+        if done.status_code != 302:
+            raise ServiceError(f"label studio login failed: HTTP {done.status_code}")
+        client.headers.update({"X-CSRFToken": client.cookies["csrftoken"], "Referer": f"{self.url}/"})
+
+    def personal_access_token(self) -> str:
+        """The administrator's personal access token (made once: Label Studio allows one per user)."""
+        if self._personal_token is None:
+            with self.session() as client:
+                response = client.post("/api/token/")
+                response.raise_for_status()
+                self._personal_token = response.json()["token"]
+        return self._personal_token
+
+    def api(self):
+        """An httpx client for the REST API as the administrator (a labeler posting annotations)."""
+        import httpx
+
+        refresh = httpx.post(f"{self.url}/api/token/refresh/", json={"refresh": self.personal_access_token()})
+        refresh.raise_for_status()
+        return httpx.Client(base_url=self.url, timeout=30,
+                            headers={"Authorization": f"Bearer {refresh.json()['access']}"})
+
+    def set_legacy_tokens(self, enabled: bool) -> None:
+        with self.session() as client:
+            client.post("/api/jwt/settings", json={"api_tokens_enabled": True,
+                                                   "legacy_api_tokens_enabled": enabled}).raise_for_status()

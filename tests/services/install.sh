@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs the real services the integration tests run against, when they are missing:
 #   PostgreSQL server, Prometheus + promtool, Alertmanager (Debian packages),
-#   Apache Kafka broker jars (Maven Central, cached outside the repository).
+#   Apache Kafka broker jars (Maven Central, cached outside the repository),
+#   Label Studio (PyPI, in a virtual environment of its own, cached outside the repository).
 # Idempotent: a second run on a prepared machine only checks and returns.
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
@@ -33,4 +34,14 @@ if [ ! -f "$kafka_dir/.complete" ]; then
       -DoutputDirectory="$kafka_dir" -DincludeScope=runtime
   touch "$kafka_dir/.complete"
 fi
-echo "services ready: kafka $kafka_version in $kafka_dir"
+ls_version="$(sed -n 's:^label-studio==\(.*\)$:\1:p' "$here/label-studio-requirements.txt")"
+ls_dir="$cache/label-studio-$ls_version"
+if [ ! -f "$ls_dir/.complete" ]; then
+  echo "installing Label Studio $ls_version into $ls_dir"
+  rm -rf "$ls_dir"
+  python3 -m venv "$ls_dir"
+  "$ls_dir/bin/python" -m pip install -q --upgrade pip
+  "$ls_dir/bin/python" -m pip install -q -r "$here/label-studio-requirements.txt"
+  touch "$ls_dir/.complete"
+fi
+echo "services ready: kafka $kafka_version in $kafka_dir, label studio $ls_version in $ls_dir"
