@@ -65,6 +65,8 @@ METRICS: tuple[MetricSpec, ...] = (
                "Traces selected for sampling but not stored, by reason."),
     MetricSpec("ragmon_sample_queue", "gauge", ("status",), "Samples in the store, by status."),
     MetricSpec("ragmon_probe_failures_total", "counter", ("probe",), "Canary permission probe failures."),
+    MetricSpec("ragmon_alert_notifications_total", "counter", ("notifier", "outcome"),
+               "Pushed alerts sent (outcome sent) or not taken and kept for a retry (failed), per notifier."),
     MetricSpec("ragmon_last_event_timestamp_seconds", "gauge", ("source", "type"),
                "When the last event of each source and type was accepted."),
     MetricSpec("ragmon_consumer_lag_messages", "gauge", ("topic",), "Kafka messages not yet consumed, per topic."),

@@ -110,11 +110,12 @@ class PrometheusSink:
         self.tokens = made["ragmon_tokens_total"]
         self.cost = made["ragmon_cost_usd_total"]
         self.index_lag = made["ragmon_index_lag_seconds"]
-        # fed by the sampler (through observations), the probes and the Kafka source
+        # fed by the sampler (through observations), the probes, the Kafka source and the alert dispatcher
         self.samples = made["ragmon_samples_total"]
         self.samples_dropped = made["ragmon_samples_dropped_total"]
         self.probe_failures = made["ragmon_probe_failures_total"]
         self.consumer_lag = made["ragmon_consumer_lag_messages"]
+        self.alert_notifications = made["ragmon_alert_notifications_total"]
         self._slots: dict[tuple[str, str], _Slot] = {}
         self._retrievers: dict[tuple[str, str, str], tuple] = {}
         self._lock = threading.Lock()

@@ -7,12 +7,14 @@ records its tenant, which is how a passage of another tenant is recognized.
 
 from __future__ import annotations
 
+import heapq
 import threading
 from dataclasses import dataclass, field, replace
 
 from monitor.model import DocumentEvent, IndexEvent
 
 MAX_VERSION_HISTORY = 16  # versions remembered per document, to tell an old version from a new one
+STALEST_IDS = 10  # stale document ids kept per index, for alerts
 
 
 @dataclass(slots=True)
@@ -49,6 +51,7 @@ class IndexHealth:
     stale_documents: int = 0
     max_staleness_seconds: float = 0.0
     embedding_models: int = 0
+    stalest: list[str] = field(default_factory=list, compare=False)  # the stalest document ids (STALEST_IDS)
 
 
 class Catalog:
@@ -134,6 +137,7 @@ class Catalog:
             documents = dict(self.documents)
         result: dict[str, IndexHealth] = {}
         models: dict[str, set[str]] = {}
+        pending_by_index: dict[str, list[tuple[float, str]]] = {}
         for entry in entries:
             health = result.setdefault(entry.index, IndexHealth())
             removed = entry.chunks == 0
@@ -146,8 +150,11 @@ class Catalog:
             if pending is not None:
                 health.stale_documents += 1
                 health.max_staleness_seconds = max(health.max_staleness_seconds, max(0.0, now - pending))
+                pending_by_index.setdefault(entry.index, []).append((pending, entry.doc_id))
         for index, names in models.items():
             result[index].embedding_models = len(names)
+        for index, pending in pending_by_index.items():
+            result[index].stalest = [doc_id for _, doc_id in heapq.nsmallest(STALEST_IDS, pending)]
         return result
 
     def load(self, documents: list[DocumentState], indexed: list[IndexedState]) -> None:

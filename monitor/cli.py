@@ -273,6 +273,27 @@ def _demo_export(engine, batch_dir: Path) -> tuple[str, int, Path] | None:
 
 
 @main.group()
+def rules() -> None:
+    """Alert rules for Prometheus."""
+
+
+@rules.command("render")
+@click.option("--out", "out_file", type=click.Path(dir_okay=False, path_type=Path),
+              help="Write the rules file here instead of printing it.")
+@click.pass_context
+def rules_render(ctx: click.Context, out_file: Path | None) -> None:
+    """Render every alert of ragmon, with the configured thresholds, as a Prometheus rules file."""
+    from alerts.render import render_rules
+
+    text = render_rules(_settings(ctx).alerts)
+    if out_file is None:
+        click.echo(text, nl=False)
+    else:
+        out_file.write_text(text)
+        errors.print(f"rules written to {out_file}")
+
+
+@main.group()
 def db() -> None:
     """The SQL store."""
 

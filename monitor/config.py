@@ -27,6 +27,7 @@ from pydantic import (
     model_validator,
 )
 
+from monitor.alerts_config import AlertsConfig
 from monitor.config_section import ConfigSection
 from monitor.redact import RedactionConfig
 from monitor.sampling import SamplingConfig
@@ -262,6 +263,7 @@ class Settings(ConfigSection):
     redaction: RedactionConfig = RedactionConfig()
     label_studio: LabelStudioConfig = LabelStudioConfig()
     regression: RegressionConfig = RegressionConfig()
+    alerts: AlertsConfig = AlertsConfig()
     http: HttpConfig = HttpConfig()
     otlp: OtlpConfig = OtlpConfig()
     kafka: KafkaConfig = KafkaConfig()

@@ -19,6 +19,10 @@ from pydantic import SecretStr
 from sqlalchemy import Engine, text
 from sqlalchemy.engine import make_url
 
+from alerts.dispatch import AlertDispatcher
+from alerts.notifiers import AlertmanagerNotifier, WebhookNotifier
+from alerts.sink import AlertSink
+from alerts.state import AlertBook
 from collectors.files import JsonlDeadLetterSink
 from exporters.prometheus import PrometheusSink
 from monitor.catalog import Catalog
@@ -63,6 +67,32 @@ def _sampler(settings: Settings, store: SampleStore) -> SamplerSink:
     quota.seed(store.seed_rows(store.latest_weeks(2)))
     return SamplerSink(store, settings.sampling, Redactor(config), quota,
                        recent_traces=settings.sampling.late_window_traces, publish=_publisher(settings))
+
+
+def _alert_sink(settings: Settings, catalog: Catalog, metrics: PrometheusSink, clock: Callable[[], float]) -> list:
+    """The direct push of leak and staleness alerts, when a target is configured (else nothing:
+    the Prometheus rules still alert)."""
+    config = settings.alerts
+    notifiers: list = []
+    if config.alertmanager_url:
+        notifiers.append(AlertmanagerNotifier(config.alertmanager_url, config.timeout_seconds,
+                                              config.alertmanager_resend_seconds))
+    if config.webhook_url:
+        token = config.webhook_token.get_secret_value() if config.webhook_token else None
+        notifiers.append(WebhookNotifier(config.webhook_url, config.timeout_seconds, config.repeat_minutes * 60,
+                                         token=token))
+    if not notifiers:
+        return []
+
+    def staleness(now: float):
+        return {index: (h.max_staleness_seconds, h.stale_documents, h.stalest)
+                for index, h in catalog.health(now).items()}
+
+    dispatcher = AlertDispatcher(
+        AlertBook(config), notifiers, clock, staleness=staleness, staleness_every=config.staleness_check_seconds,
+        record=lambda notifier, outcome, n: metrics.alert_notifications.labels(notifier, outcome).inc(n))
+    dispatcher.start()
+    return [AlertSink(dispatcher)]
 
 
 def _publisher(settings: Settings):
@@ -210,9 +240,10 @@ def build_runtime(
     metrics = PrometheusSink(registry, settings.labels, stats, catalog, clock, sample_queue=samples.counts_by_status)
     signals = SignalEngine(settings.signals, catalog)
     dead_letters = _dead_letters(settings, clock)
+    alerting = _alert_sink(settings, catalog, metrics, clock)
     pipeline = Pipeline(
         Decoder(settings.limits, clock),
-        [CatalogPersistence(engine, catalog), _sampler(settings, samples), metrics, *extra_sinks],
+        [CatalogPersistence(engine, catalog), _sampler(settings, samples), metrics, *alerting, *extra_sinks],
         dead_letters,
         clock,
         analyze=signals.observe,

@@ -18,3 +18,12 @@ def test_metrics_reference_is_current():
 def test_configuration_reference_is_current():
     assert (DOCS / "configuration.md").read_text() == config_reference(), (
         "docs/configuration.md is out of date: python -m monitor.config > docs/configuration.md")
+
+
+def test_every_alert_has_a_runbook_section():
+    from alerts.rules import alert_rules
+    from monitor.alerts_config import AlertsConfig
+
+    text = (DOCS / "alerts.md").read_text()
+    headings = {line[3:].strip() for line in text.splitlines() if line.startswith("## ")}
+    assert {rule.name for rule in alert_rules(AlertsConfig())} <= headings

@@ -262,6 +262,17 @@ def test_health_counts_stale_documents_and_keeps_the_largest_staleness_per_index
     catalog.apply_index(indexed(index="archive", doc_id="a", version="2", indexed_at=120.0))
     health = catalog.health(1000.0)
     assert health == {"policies": IndexHealth(2, 900.0, 0), "archive": IndexHealth(0, 0.0, 0)}
+    assert health["policies"].stalest == ["a", "b"] and health["archive"].stalest == []  # oldest change first
+
+
+def test_health_names_at_most_ten_stalest_documents_oldest_change_first():
+    catalog = Catalog()
+    for n in range(25):
+        catalog.apply_document(doc(doc_id=f"d{n:02d}", version="1", modified_at=1.0))
+        catalog.apply_index(indexed(doc_id=f"d{n:02d}", version="1", indexed_at=2.0))
+        catalog.apply_document(doc(doc_id=f"d{n:02d}", version="2", modified_at=500.0 - n))
+    health = catalog.health(1000.0)["policies"]
+    assert health.stale_documents == 25 and health.stalest == [f"d{n:02d}" for n in range(24, 14, -1)]
 
 
 def test_documents_unknown_to_the_catalog_are_never_stale_but_their_model_counts():

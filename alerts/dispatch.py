@@ -1,0 +1,133 @@
+"""Delivery of pushed alerts, on a thread of its own so that a slow or dead notifier never holds up
+ingestion: the pipeline only records into the :class:`~alerts.state.AlertBook` and wakes the
+dispatcher.
+
+Per notifier and alert, the dispatcher remembers what was delivered. An alert is sent when it is
+new, when it fired again, when it resolved, and again after the notifier's repeat interval while
+it fires. A failed send keeps everything as it was and backs off (1 s doubling to 30 s); the alert
+state is never lost, only delayed. A resolved alert is forgotten once every notifier has it.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+
+from alerts.notifiers import Notifier, NotifyError
+from alerts.state import AlertBook, PushedAlert
+
+log = logging.getLogger(__name__)
+
+StalenessSource = Callable[[float], Mapping[str, tuple[float, int, list[str]]]]
+Record = Callable[[str, str, int], None]  # (notifier, outcome "sent" | "failed", alerts)
+
+MAX_BACKOFF = 30.0
+
+
+@dataclass
+class _Delivered:
+    starts_at: float
+    resolved: bool
+    sent_at: float
+
+
+class AlertDispatcher:
+    def __init__(self, book: AlertBook, notifiers: Sequence[Notifier], clock: Callable[[], float] = time.time,
+                 staleness: StalenessSource | None = None, staleness_every: float = 15.0,
+                 record: Record | None = None, tick: float = 1.0) -> None:
+        self.book = book
+        self.notifiers = list(notifiers)
+        self._clock = clock
+        self._staleness = staleness
+        self._staleness_every = staleness_every
+        self._next_staleness = 0.0
+        self._record = record or (lambda notifier, outcome, n: None)
+        self._tick = tick
+        self._delivered: dict[str, dict[str, _Delivered]] = {n.name: {} for n in self.notifiers}
+        self._retry_at = {n.name: 0.0 for n in self.notifiers}
+        self._backoff = {n.name: 0.0 for n in self.notifiers}
+        self._wake = threading.Event()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def start(self) -> None:
+        self._thread = threading.Thread(target=self._run, name="ragmon-alerts", daemon=True)
+        self._thread.start()
+
+    def wake(self) -> None:
+        """Something changed: deliver now rather than at the next tick."""
+        self._wake.set()
+
+    def shutdown(self, timeout: float = 5.0) -> None:
+        """One last delivery attempt, then stop."""
+        self._stop.set()
+        self._wake.set()
+        if self._thread is not None:
+            self._thread.join(timeout)
+        for notifier in self.notifiers:
+            notifier.close()
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            self._wake.wait(self._tick)
+            self._wake.clear()
+            try:
+                self.run_once()
+            except Exception:  # a bug here must not end alerting for good
+                log.exception("alert dispatch failed")
+        self.run_once()
+
+    def run_once(self) -> None:
+        """One pass: staleness when due, leak expiry, then each notifier's due alerts."""
+        now = self._clock()
+        if self._staleness is not None and now >= self._next_staleness:
+            self._next_staleness = now + self._staleness_every
+            self.book.staleness(self._staleness(now), now)
+        self.book.expire(now)
+        alerts = self.book.alerts()
+        for notifier in self.notifiers:
+            if now < self._retry_at[notifier.name]:
+                continue
+            due = [a for a in alerts if self._due(notifier, a, now)]
+            if due:
+                self._deliver(notifier, due, now)
+        for alert in alerts:
+            if alert.resolved and all(self._has_resolution(n.name, alert) for n in self.notifiers):
+                self.book.forget(alert.fingerprint, alert.updated_at)
+                for records in self._delivered.values():
+                    records.pop(alert.fingerprint, None)
+
+    def _due(self, notifier: Notifier, alert: PushedAlert, now: float) -> bool:
+        known = self._delivered[notifier.name].get(alert.fingerprint)
+        if known is None:
+            return True  # resolved before it could be sent (a notifier down, say) is still news
+        if known.starts_at != alert.starts_at:
+            return True  # fired again
+        if alert.resolved:
+            return not known.resolved
+        return now - known.sent_at >= notifier.repeat_seconds
+
+    def _has_resolution(self, notifier: str, alert: PushedAlert) -> bool:
+        known = self._delivered[notifier].get(alert.fingerprint)
+        return known is None or (known.resolved and known.starts_at == alert.starts_at)
+
+    def _deliver(self, notifier: Notifier, alerts: list[PushedAlert], now: float) -> None:
+        try:
+            notifier.send(alerts, now)
+        except NotifyError as error:
+            backoff = min(MAX_BACKOFF, max(1.0, 2 * self._backoff[notifier.name]))
+            self._backoff[notifier.name] = backoff
+            self._retry_at[notifier.name] = now + backoff
+            self._record(notifier.name, "failed", len(alerts))
+            log.warning("alert delivery failed (%s); %d alerts kept, retrying in %.0f s", error, len(alerts), backoff)
+            return
+        self._backoff[notifier.name] = 0.0
+        self._retry_at[notifier.name] = 0.0
+        self._record(notifier.name, "sent", len(alerts))
+        records = self._delivered[notifier.name]
+        for alert in alerts:
+            records[alert.fingerprint] = _Delivered(alert.starts_at, alert.resolved, now)
+        log.info("%d alerts delivered to %s", len(alerts), notifier.name)

@@ -1,0 +1,31 @@
+"""The pipeline's side of the direct push: a sink that records leaks at context into the alert
+book and wakes the dispatcher. It runs after the batch is durable, like the metrics, and does
+nothing slow: delivery happens on the dispatcher's thread."""
+
+from __future__ import annotations
+
+from alerts.dispatch import AlertDispatcher
+from monitor.model import TraceEvent
+from monitor.pipeline import Observation
+
+
+class AlertSink:
+    name = "alerts"
+    durable = False
+
+    def __init__(self, dispatcher: AlertDispatcher) -> None:
+        self.dispatcher = dispatcher
+
+    def consume(self, observation: Observation) -> None:
+        event, signals = observation.event, observation.signals
+        if not isinstance(event, TraceEvent) or signals is None or not signals.access.context:
+            return
+        self.dispatcher.book.leak(event.tenant, event.index.name, signals.access.context, event.trace_id,
+                                  signals.access.doc_ids, observation.received_at)
+        self.dispatcher.wake()
+
+    def flush(self, timeout: float) -> bool:
+        return True
+
+    def shutdown(self) -> None:
+        self.dispatcher.shutdown()

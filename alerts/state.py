@@ -1,0 +1,171 @@
+"""The state of the alerts ragmon pushes itself (leaks at context, index staleness): which fire,
+since when, with what evidence, and which resolved but are not yet delivered as resolved.
+
+Pure and clock-driven: the pipeline records leaks (``leak``), a periodic check records staleness
+(``staleness``), and the dispatcher asks what exists (``alerts``) and forgets what every notifier
+has seen resolved (``forget``). An alert is identified by its fingerprint: its name and labels,
+so the same leak in the same tenant and index is one alert however often it recurs.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import threading
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+
+from alerts.rules import CRITICAL, INDEX_STALE, LEAK_CONTEXT, WARNING, alert_rules
+from monitor.alerts_config import AlertsConfig
+
+MAX_IDS = 10  # trace ids and document ids carried by an alert
+
+
+@dataclass(frozen=True)
+class PushedAlert:
+    """One alert as notifiers send it. ``labels`` identify it; ``evidence`` is what may be shown
+    about it: counts, up to 10 trace and document ids. Never query text, passage text or a caller id."""
+
+    name: str
+    labels: tuple[tuple[str, str], ...]  # sorted (key, value), severity included
+    summary: str
+    description: str
+    runbook_url: str
+    dashboard_url: str | None
+    starts_at: float
+    ends_at: float | None = None  # set when resolved
+    updated_at: float = 0.0
+    count: int = 0
+    trace_ids: tuple[str, ...] = ()
+    doc_ids: tuple[str, ...] = ()
+    figures: tuple[tuple[str, str], ...] = ()  # further numbers, e.g. staleness in seconds
+
+    @property
+    def fingerprint(self) -> str:
+        text = "\0".join([self.name, *(f"{k}={v}" for k, v in self.labels)])
+        return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+    @property
+    def resolved(self) -> bool:
+        return self.ends_at is not None
+
+    @property
+    def label_map(self) -> dict[str, str]:
+        return {"alertname": self.name, **dict(self.labels)}
+
+
+@dataclass
+class AlertBook:
+    """Thread-safe. Holds at most ``config.max_active`` alerts; what does not fit is counted in
+    ``dropped`` (the Prometheus rules still see it)."""
+
+    config: AlertsConfig
+    dropped: int = 0
+    _alerts: dict[str, PushedAlert] = field(default_factory=dict)
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def __post_init__(self) -> None:
+        self._text = {(r.name, r.severity): r for r in alert_rules(self.config)}
+
+    def leak(self, tenant: str, index: str, passages: int, trace_id: str, doc_ids: list[str], now: float) -> bool:
+        """Record ``passages`` leaked into the context of trace ``trace_id``; True when this starts
+        a new alert (or restarts a resolved one), which a dispatcher sends at once."""
+        labels = (("index", index), ("severity", CRITICAL), ("tenant", tenant))
+        with self._lock:
+            current = self._get(LEAK_CONTEXT, labels)
+            fresh = current is None or current.resolved
+            if fresh:
+                current = self._new(LEAK_CONTEXT, CRITICAL, labels, now, {"tenant": tenant, "index": index})
+                if current is None:
+                    return False
+            self._put(replace(current, updated_at=now, count=current.count + passages,
+                              trace_ids=_bounded(current.trace_ids, [trace_id]),
+                              doc_ids=_bounded(current.doc_ids, doc_ids)))
+            return fresh
+
+    def staleness(self, indexes: Mapping[str, tuple[float, int, list[str]]], now: float) -> bool:
+        """Record each index's (max staleness seconds, stale documents, some stale document ids):
+        a crossing of the warning or critical threshold starts an alert, falling back under it
+        resolves the alert. True when something started or resolved."""
+        changed = False
+        thresholds = ((WARNING, self.config.stale_warning_hours * 3600),
+                      (CRITICAL, self.config.stale_critical_hours * 3600))
+        with self._lock:
+            for index, (seconds, stale, doc_ids) in indexes.items():
+                for severity, limit in thresholds:
+                    labels = (("index", index), ("severity", severity))
+                    current = self._get(INDEX_STALE, labels)
+                    firing = current is not None and not current.resolved
+                    if seconds > limit:
+                        if not firing:
+                            current = self._new(INDEX_STALE, severity, labels, now, {"index": index})
+                            if current is None:
+                                continue
+                            changed = True
+                        self._put(replace(current, updated_at=now, count=stale, doc_ids=tuple(doc_ids[:MAX_IDS]),
+                                          figures=(("max_staleness_seconds", f"{seconds:.0f}"),)))
+                    elif firing:
+                        self._put(replace(current, ends_at=now, updated_at=now))
+                        changed = True
+            for current in list(self._alerts.values()):  # an index gone from the catalog is no longer stale
+                gone = dict(current.labels).get("index") not in indexes
+                if current.name == INDEX_STALE and not current.resolved and gone:
+                    self._put(replace(current, ends_at=now, updated_at=now))
+                    changed = True
+        return changed
+
+    def expire(self, now: float) -> bool:
+        """Resolve leak alerts quiet for ``leak_resolve_minutes``; True when one resolved."""
+        quiet = self.config.leak_resolve_minutes * 60
+        changed = False
+        with self._lock:
+            for current in list(self._alerts.values()):
+                if current.name == LEAK_CONTEXT and not current.resolved and now - current.updated_at >= quiet:
+                    self._put(replace(current, ends_at=now))
+                    changed = True
+        return changed
+
+    def alerts(self) -> list[PushedAlert]:
+        """Every alert held: firing ones and resolved ones not forgotten yet."""
+        with self._lock:
+            return list(self._alerts.values())
+
+    def forget(self, fingerprint: str, version: float) -> None:
+        """Drop a resolved alert whose resolution every notifier delivered (if it did not change since)."""
+        with self._lock:
+            current = self._alerts.get(fingerprint)
+            if current is not None and current.resolved and current.updated_at <= version:
+                del self._alerts[fingerprint]
+
+    def _get(self, name: str, labels) -> PushedAlert | None:
+        probe = PushedAlert(name, labels, "", "", "", None, 0.0)
+        return self._alerts.get(probe.fingerprint)
+
+    def _put(self, alert: PushedAlert) -> None:
+        self._alerts[alert.fingerprint] = alert
+
+    def _new(self, name: str, severity: str, labels, now: float, values: dict[str, str]) -> PushedAlert | None:
+        firing = sum(1 for a in self._alerts.values() if not a.resolved)
+        if firing >= self.config.max_active:
+            self.dropped += 1
+            return None
+        rule = self._text[(name, severity)]
+        fill = lambda text: _fill(text, values)  # noqa: E731
+        return PushedAlert(name, labels, fill(rule.summary), rule.description, rule.runbook(self.config),
+                           self.config.dashboard_url, starts_at=now, updated_at=now)
+
+
+def _fill(template: str, values: dict[str, str]) -> str:
+    for key, value in values.items():
+        template = template.replace("{{ $labels." + key + " }}", value)
+    return template
+
+
+def _bounded(known: tuple[str, ...], new: list[str]) -> tuple[str, ...]:
+    """The first ``MAX_IDS`` distinct ids: the earliest evidence is kept."""
+    out = list(known)
+    for item in new:
+        if len(out) >= MAX_IDS:
+            break
+        if item not in out:
+            out.append(item)
+    return tuple(out)

@@ -1,0 +1,234 @@
+"""Direct push of leak and staleness alerts, with a fake clock and httpx mock transports: one alert
+per tenant and index, bounded evidence, resolution, repeats, back-off, and a notifier that is down
+or hangs never losing the state nor holding up the pipeline."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+
+import httpx
+import pytest
+
+from alerts.dispatch import AlertDispatcher
+from alerts.notifiers import AlertmanagerNotifier, WebhookNotifier
+from alerts.sink import AlertSink
+from alerts.state import AlertBook
+from monitor.alerts_config import AlertsConfig
+from monitor.model import IndexRef, TraceEvent
+from monitor.pipeline import Observation
+from monitor.signals.results import AccessFindings
+
+
+class Clock:
+    def __init__(self, now: float = 1_800_000_000.0) -> None:
+        self.now = now
+
+    def __call__(self) -> float:
+        return self.now
+
+
+class Receiver:
+    """A mock HTTP target that records JSON bodies and answers with the queued statuses (then 200)."""
+
+    def __init__(self, *statuses: int) -> None:
+        self.bodies: list = []
+        self.statuses = list(statuses)
+        self.calls: list[float] = []
+
+    def __call__(self, request: httpx.Request) -> httpx.Response:
+        self.calls.append(time.monotonic())
+        status = self.statuses.pop(0) if self.statuses else 200
+        if status == 200:
+            self.bodies.append(json.loads(request.content))
+        return httpx.Response(status)
+
+    @property
+    def transport(self) -> httpx.MockTransport:
+        return httpx.MockTransport(self)
+
+
+def dispatcher(clock, *notifiers, staleness=None, **config) -> AlertDispatcher:
+    return AlertDispatcher(AlertBook(AlertsConfig(**config)), notifiers, clock, staleness=staleness,
+                           staleness_every=15.0)
+
+
+def webhook(receiver: Receiver, repeat: float = 3600.0) -> WebhookNotifier:
+    return WebhookNotifier("http://hooks.test/ragmon", 5.0, repeat, token="s3cret", transport=receiver.transport)
+
+
+def test_leaks_in_one_tenant_and_index_are_one_alert_with_bounded_evidence():
+    clock, hook = Clock(), Receiver()
+    d = dispatcher(clock, webhook(hook))
+    for n in range(15):
+        d.book.leak("acme", "hr", 2, f"trace-{n}", [f"doc-{n}", "doc-0"], clock.now)
+    d.book.leak("globex", "hr", 1, "trace-x", ["doc-x"], clock.now)
+    d.run_once()
+    d.run_once()  # nothing new: nothing sent again
+    assert len(hook.bodies) == 1
+    alerts = {a["labels"]["tenant"]: a for a in hook.bodies[0]["alerts"]}
+    acme = alerts["acme"]
+    assert acme["status"] == "firing" and acme["labels"] == {"alertname": "RagmonPermissionLeakContext",
+                                                             "severity": "critical", "tenant": "acme", "index": "hr"}
+    assert acme["annotations"]["count"] == "30"
+    assert acme["annotations"]["trace_ids"].split(",") == [f"trace-{n}" for n in range(10)]
+    assert acme["annotations"]["doc_ids"].split(",") == ["doc-0", *(f"doc-{n}" for n in range(1, 10))]
+    assert acme["annotations"]["runbook_url"].endswith("#ragmonpermissionleakcontext")
+    assert "acme/hr" in acme["annotations"]["summary"]
+
+
+def test_a_leak_alert_resolves_after_a_quiet_period_and_is_then_forgotten():
+    clock, hook = Clock(), Receiver()
+    d = dispatcher(clock, webhook(hook), leak_resolve_minutes=15)
+    d.book.leak("acme", "hr", 1, "t1", ["d1"], clock.now)
+    d.run_once()
+    clock.now += 10 * 60
+    d.book.leak("acme", "hr", 1, "t2", ["d1"], clock.now)  # still leaking: the quiet period restarts
+    clock.now += 10 * 60
+    d.run_once()
+    assert len(hook.bodies) == 1
+    clock.now += 6 * 60
+    d.run_once()
+    [resolved] = hook.bodies[1]["alerts"]
+    assert hook.bodies[1]["status"] == "resolved" and resolved["status"] == "resolved"
+    assert resolved["annotations"]["count"] == "2" and resolved["endsAt"] != "0001-01-01T00:00:00Z"
+    assert d.book.alerts() == []
+    d.book.leak("acme", "hr", 1, "t3", ["d1"], clock.now)  # a new leak later is a new alert
+    d.run_once()
+    [again] = hook.bodies[2]["alerts"]
+    assert again["status"] == "firing" and again["annotations"]["count"] == "1"
+
+
+def test_a_firing_alert_is_repeated_after_the_interval_and_alertmanager_gets_it_more_often():
+    clock, hook, manager = Clock(), Receiver(), Receiver()
+    am = AlertmanagerNotifier("http://am.test:9093", 5.0, 60.0, transport=manager.transport)
+    d = dispatcher(clock, webhook(hook, repeat=3600.0), am, leak_resolve_minutes=1000)
+    d.book.leak("acme", "hr", 1, "t1", ["d1"], clock.now)
+    for _ in range(10):
+        d.run_once()
+        clock.now += 30
+    assert len(hook.bodies) == 1 and len(manager.bodies) == 5
+    [alert] = manager.bodies[0]
+    assert alert["labels"]["alertname"] == "RagmonPermissionLeakContext"
+    assert alert["endsAt"] > alert["startsAt"]  # ahead, so Alertmanager resolves it if ragmon goes away
+    clock.now += 3600
+    d.run_once()
+    assert len(hook.bodies) == 2
+
+
+def test_a_notifier_that_is_down_keeps_the_alert_and_backs_off_without_holding_up_the_other():
+    clock, down, hook = Clock(), Receiver(503, 503, 503), Receiver()
+    flaky = WebhookNotifier("http://down.test/", 5.0, 3600.0, transport=down.transport)
+    flaky.name = "down"
+    d = dispatcher(clock, flaky, webhook(hook))
+    d.book.leak("acme", "hr", 1, "t1", ["d1"], clock.now)
+    d.run_once()
+    assert len(hook.bodies) == 1 and down.bodies == []
+    for _ in range(40):  # 20 s, tried again after 1, 2 and 4 s of back-off
+        d.run_once()
+        clock.now += 0.5
+    assert len(down.bodies) == 1 and down.bodies[0]["alerts"][0]["annotations"]["trace_ids"] == "t1"
+    assert len(down.calls) == 4  # three refusals, then the delivery
+    assert len(hook.bodies) == 1
+
+
+def test_resolution_waits_for_every_notifier_before_the_alert_is_forgotten():
+    clock, down, hook = Clock(), Receiver(), Receiver()
+    flaky = WebhookNotifier("http://down.test/", 5.0, 3600.0, transport=down.transport)
+    flaky.name = "down"
+    d = dispatcher(clock, flaky, webhook(hook), leak_resolve_minutes=1)
+    d.book.leak("acme", "hr", 1, "t1", ["d1"], clock.now)
+    d.run_once()
+    down.statuses = [500]
+    clock.now += 120
+    d.run_once()
+    assert hook.bodies[-1]["status"] == "resolved" and len(d.book.alerts()) == 1  # still owed to "down"
+    clock.now += 2
+    d.run_once()
+    assert down.bodies[-1]["status"] == "resolved" and d.book.alerts() == []
+
+
+def test_staleness_crossings_raise_warning_then_critical_and_resolve_when_the_index_catches_up():
+    clock, hook = Clock(), Receiver()
+    health = {"hr": (0.0, 0, [])}
+    d = dispatcher(clock, webhook(hook), staleness=lambda now: health)
+    d.run_once()
+    assert hook.bodies == []
+    health["hr"] = (25 * 3600.0, 3, ["d1", "d2", "d3"])
+    clock.now += 20
+    d.run_once()
+    [warning] = hook.bodies[-1]["alerts"]
+    assert warning["labels"] == {"alertname": "RagmonIndexStale", "severity": "warning", "index": "hr"}
+    assert warning["annotations"]["doc_ids"] == "d1,d2,d3" and warning["annotations"]["count"] == "3"
+    assert warning["annotations"]["max_staleness_seconds"] == "90000"
+    health["hr"] = (73 * 3600.0, 3, ["d1"])
+    clock.now += 20
+    d.run_once()
+    assert [a["labels"]["severity"] for a in hook.bodies[-1]["alerts"]] == ["critical"]
+    health["hr"] = (0.0, 0, [])
+    clock.now += 20
+    d.run_once()
+    assert sorted((a["labels"]["severity"], a["status"]) for a in hook.bodies[-1]["alerts"]) == [
+        ("critical", "resolved"), ("warning", "resolved")]
+    assert d.book.alerts() == []
+
+
+def test_staleness_is_checked_at_its_interval_not_on_every_pass():
+    clock, calls = Clock(), []
+    d = dispatcher(clock, webhook(Receiver()), staleness=lambda now: calls.append(now) or {})
+    for _ in range(30):
+        d.run_once()
+        clock.now += 1
+    assert len(calls) == 2
+
+
+def test_alerts_beyond_the_bound_are_counted_not_kept():
+    clock = Clock()
+    d = dispatcher(clock, webhook(Receiver()), max_active=3)
+    for n in range(5):
+        d.book.leak(f"tenant-{n}", "hr", 1, "t", [], clock.now)
+    assert len(d.book.alerts()) == 3 and d.book.dropped == 2
+
+
+def trace_with_leak(marker: str) -> Observation:
+    event = TraceEvent(trace_id="t-leak", time=1.0, query=f"{marker} query", index=IndexRef("hr"), tenant="acme")
+    signals = type("S", (), {"access": AccessFindings(candidates=1, context=1, doc_ids=["doc-secret"])})()
+    return Observation(event, "http", time.time(), signals)
+
+
+def test_a_hanging_notifier_never_holds_up_the_pipeline():
+    release = threading.Event()
+
+    def hang(request):
+        release.wait(10)
+        return httpx.Response(200)
+
+    notifier = WebhookNotifier("http://hang.test/", 30.0, 3600.0, transport=httpx.MockTransport(hang))
+    d = AlertDispatcher(AlertBook(AlertsConfig()), [notifier], tick=0.05)
+    d.start()
+    sink = AlertSink(d)
+    try:
+        started = time.monotonic()
+        for _ in range(200):
+            sink.consume(trace_with_leak("x"))
+        assert time.monotonic() - started < 2.0  # recording only; delivery hangs on its own thread
+        assert d.book.alerts()[0].count == 200
+    finally:
+        release.set()
+        sink.shutdown()
+
+
+@pytest.mark.parametrize("config", [{}, {"dashboard_url": "https://grafana.test/d/ragmon"}])
+def test_payloads_hold_counts_ids_and_links_and_nothing_else(config):
+    clock, hook, manager = Clock(time.time()), Receiver(), Receiver()
+    am = AlertmanagerNotifier("http://am.test:9093/", 5.0, 60.0, transport=manager.transport)
+    d = dispatcher(clock, webhook(hook), am, **config)
+    sink = AlertSink(d)
+    sink.consume(trace_with_leak("MARKER-QUERY"))
+    d.run_once()
+    for body in (hook.bodies[0]["alerts"][0], manager.bodies[0][0]):
+        assert set(body["labels"]) == {"alertname", "severity", "tenant", "index"}
+        expected = {"summary", "description", "runbook_url", "count", "trace_ids", "doc_ids"}
+        assert set(body["annotations"]) == expected | ({"dashboard_url"} if config else set())
+        assert "MARKER" not in json.dumps(body)
