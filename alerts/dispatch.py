@@ -130,4 +130,4 @@ class AlertDispatcher:
         records = self._delivered[notifier.name]
         for alert in alerts:
             records[alert.fingerprint] = _Delivered(alert.starts_at, alert.resolved, now)
-        log.info("%d alerts delivered to %s", len(alerts), notifier.name)
+        log.debug("%d alerts delivered to %s", len(alerts), notifier.name)

@@ -220,6 +220,7 @@ def demo(ctx: click.Context, traces: int, seconds: float, json_out: Path | None,
     """
     import tempfile
 
+    from alerts.demo import DemoAlerts
     from exporters.prometheus import metric_sum
     from monitor.demo import Demo, default_incidents, print_report
     from monitor.simulate import Simulator
@@ -232,11 +233,13 @@ def demo(ctx: click.Context, traces: int, seconds: float, json_out: Path | None,
         })
         # Simulated time runs faster than the wall clock: a few days pass in under a minute.
         simulator = Simulator(start=time.time() - 5 * 86400, rate=0.1, incidents=default_incidents(traces))
-        runtime = build_runtime(settings, clock=lambda: simulator.now)
+        alerts = DemoAlerts(settings.alerts, lambda: simulator.now)
+        runtime = build_runtime(settings, clock=lambda: simulator.now, extra_sinks=[alerts.sink])
+        alerts.watch(runtime.catalog)
         try:
             report = Demo(simulator, runtime.pipeline.process,
                           lambda name, **labels: metric_sum(runtime.registry, name, **labels),
-                          console, traces, seconds).run()
+                          console, traces, seconds, alerts=alerts.lines).run()
             exported = _demo_export(runtime.engine, batch_dir)
         finally:
             runtime.close()

@@ -20,6 +20,7 @@ from monitor.records import RawRecord
 from monitor.simulate import Incident, Simulator
 
 MetricReader = Callable[..., float]  # (metric name, **labels) -> sum of matching samples
+AlertLines = Callable[[int], list[str]]  # (traces seen) -> one line per alert fired or resolved since
 
 BATCH = 250
 
@@ -47,6 +48,7 @@ class DemoReport:
     traces: int
     simulated_hours: float
     findings: list[Finding] = field(default_factory=list)
+    alerts: list[str] = field(default_factory=list)  # pushed alerts as they fired and resolved
 
     @property
     def all_detected(self) -> bool:
@@ -57,7 +59,7 @@ class Demo:
     """Feeds simulator traffic through ``process`` and reads the results back from the metrics."""
 
     def __init__(self, simulator: Simulator, process, read: MetricReader, console: Console,
-                 traces: int, seconds: float) -> None:
+                 traces: int, seconds: float, alerts: AlertLines | None = None) -> None:
         self.sim = simulator
         self.process = process
         self.read = read
@@ -66,6 +68,8 @@ class Demo:
         self.seconds = seconds
         self._snapshots: dict[tuple[str, int], tuple[float, float]] = {}
         self._log: list[str] = []
+        self._alerts = alerts
+        self._alert_log: list[str] = []
 
     def run(self) -> DemoReport:
         start_time = self.sim.now
@@ -82,6 +86,10 @@ class Demo:
                 if len(batch) >= BATCH:
                     self._feed(iter(batch), seen)
                     batch = []
+                    if self._alerts is not None:
+                        fired = self._alerts(seen)
+                        self._log.extend(fired)
+                        self._alert_log.extend(fired)
                     live.update(self._view(seen))
                     lag = started + self.seconds * seen / self.traces - time.monotonic()
                     if lag > 0:
@@ -90,6 +98,7 @@ class Demo:
             live.update(self._view(seen))
         report = DemoReport(self.traces, (self.sim.now - start_time) / 3600)
         report.findings = [self._finding(incident) for incident in self.sim.incidents]
+        report.alerts = list(self._alert_log)
         return report
 
     def _feed(self, events: Iterator, seen: int) -> None:
@@ -141,7 +150,7 @@ class Demo:
             models = self.read("ragmon_index_embedding_models", index=index)
             health.add_row(index, f"{stale:.0f}", f"{hours:.1f} h",
                            f"[bold red]{models:.0f}[/]" if models > 1 else f"{models:.0f}")
-        return Group(table, health, *self._log[-4:])
+        return Group(table, health, *self._log[-6:])
 
     def _finding(self, incident: Incident) -> Finding:
         labels = {"tenant": incident.tenant, "index": incident.index}
@@ -183,3 +192,7 @@ def print_report(console: Console, report: DemoReport) -> None:
         table.add_row(incident.kind, f"{incident.tenant}/{incident.index}",
                       "[green]yes[/]" if finding.detected else "[red]NO[/]", finding.evidence)
     console.print(table)
+    if report.alerts:
+        console.print("alerts pushed during the run:")
+        for line in report.alerts:
+            console.print(f"  {line}")

@@ -62,6 +62,9 @@ def test_the_demo_finds_every_injected_incident(tmp_path):
     assert {f["incident"] for f in findings} == {"stale_index", "leak", "no_answer_spike", "reembedding"}
     assert all(f["detected"] for f in findings), findings
     assert "what ragmon found" in result.output
+    printed = " ".join(result.output.split())
+    assert "alert RagmonPermissionLeakContext critical globex/handbook" in printed  # pushed as it fired
+    assert "alert RagmonPermissionLeakContext resolved globex/handbook" in printed
     [week] = list(batches.iterdir())  # the weekly export for labeling
     cases = [json.loads(line) for line in (week / "cases.jsonl").read_text().splitlines()]
     tasks = json.loads((week / "tasks.json").read_text())
