@@ -6,7 +6,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Sequence
 
-from alerts.dispatch import AlertDispatcher
+from alerts.dispatch import AlertDispatcher, staleness_of
 from alerts.sink import AlertSink
 from alerts.state import AlertBook, PushedAlert
 from monitor.alerts_config import AlertsConfig
@@ -36,16 +36,18 @@ class DemoAlerts:
     def __init__(self, config: AlertsConfig, clock: Callable[[], float]) -> None:
         self._notifier = _Collect()
         self._clock = clock
-        self._dispatcher = AlertDispatcher(AlertBook(config), [self._notifier], clock,
-                                           staleness_every=config.staleness_check_seconds)
+        self._dispatcher = AlertDispatcher(AlertBook(config), [self._notifier], clock)
         self.sink = AlertSink(self._dispatcher)
+        self._catalog: Catalog | None = None
 
     def watch(self, catalog: Catalog) -> None:
-        """Check the catalog's index staleness too."""
-        self._dispatcher._staleness = lambda now: {
-            index: (h.max_staleness_seconds, h.stale_documents, h.stalest) for index, h in catalog.health(now).items()}
+        """Scan the catalog's index staleness too, after each batch (the scheduler's job elsewhere)."""
+        self._catalog = catalog
 
     def lines(self, seen: int) -> list[str]:
+        if self._catalog is not None:
+            now = self._clock()
+            self._dispatcher.scan_staleness(staleness_of(self._catalog, now), now)
         self._dispatcher.run_once()
         sent, self._notifier.sent = self._notifier.sent, []
         out = []

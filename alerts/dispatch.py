@@ -21,7 +21,6 @@ from alerts.state import AlertBook, PushedAlert
 
 log = logging.getLogger(__name__)
 
-StalenessSource = Callable[[float], Mapping[str, tuple[float, int, list[str]]]]
 Record = Callable[[str, str, int], None]  # (notifier, outcome "sent" | "failed", alerts)
 
 MAX_BACKOFF = 30.0
@@ -34,16 +33,17 @@ class _Delivered:
     sent_at: float
 
 
+def staleness_of(catalog, now: float) -> dict[str, tuple[float, int, list[str]]]:
+    """What :meth:`AlertDispatcher.scan_staleness` takes, from a catalog's health."""
+    return {index: (h.max_staleness_seconds, h.stale_documents, h.stalest) for index, h in catalog.health(now).items()}
+
+
 class AlertDispatcher:
     def __init__(self, book: AlertBook, notifiers: Sequence[Notifier], clock: Callable[[], float] = time.time,
-                 staleness: StalenessSource | None = None, staleness_every: float = 15.0,
                  record: Record | None = None, tick: float = 1.0) -> None:
         self.book = book
         self.notifiers = list(notifiers)
         self._clock = clock
-        self._staleness = staleness
-        self._staleness_every = staleness_every
-        self._next_staleness = 0.0
         self._record = record or (lambda notifier, outcome, n: None)
         self._tick = tick
         self._delivered: dict[str, dict[str, _Delivered]] = {n.name: {} for n in self.notifiers}
@@ -80,12 +80,14 @@ class AlertDispatcher:
                 log.exception("alert dispatch failed")
         self.run_once()
 
+    def scan_staleness(self, indexes: Mapping[str, tuple[float, int, list[str]]], now: float) -> None:
+        """The staleness scan's findings (see :meth:`AlertBook.staleness`); delivered right away."""
+        if self.book.staleness(indexes, now):
+            self.wake()
+
     def run_once(self) -> None:
-        """One pass: staleness when due, leak expiry, then each notifier's due alerts."""
+        """One pass: leak expiry, then each notifier's due alerts."""
         now = self._clock()
-        if self._staleness is not None and now >= self._next_staleness:
-            self._next_staleness = now + self._staleness_every
-            self.book.staleness(self._staleness(now), now)
         self.book.expire(now)
         alerts = self.book.alerts()
         for notifier in self.notifiers:

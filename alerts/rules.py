@@ -17,6 +17,7 @@ CRITICAL, WARNING = "critical", "warning"
 LEAK_CONTEXT = "RagmonPermissionLeakContext"
 LEAK_CANDIDATES = "RagmonPermissionLeakCandidates"
 INDEX_STALE = "RagmonIndexStale"
+PROBE_LEAK = "RagmonProbeLeak"
 
 
 @dataclass(frozen=True)
@@ -122,8 +123,13 @@ def alert_rules(config: AlertsConfig) -> list[AlertRule]:
                   f"max by (topic) (ragmon_consumer_lag_messages) > {config.consumer_lag_messages}", "10m",
                   "ragmon is behind on topic {{ $labels.topic }}",
                   "The consumer group lags: signals and alerts arrive late."),
+        AlertRule(PROBE_LEAK, CRITICAL,
+                  _increased("ragmon_probe_leaks_total", "probe", "15m"), "0m",
+                  "Canary probe {{ $labels.probe }} retrieved documents its test identity may not read",
+                  "A configured test identity got documents it must never see: the permission filter of "
+                  "the RAG system leaks."),
         AlertRule("RagmonProbeFailure", WARNING,
                   _increased("ragmon_probe_failures_total", "probe", "15m"), "0m",
                   "Canary permission probe {{ $labels.probe }} failed",
-                  "A configured probe query did not retrieve what it must, or retrieved what it must not."),
+                  "A probe leaked, missed a document it must retrieve, or could not reach the retrieval."),
     ]

@@ -14,7 +14,7 @@ import threading
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 
-from alerts.rules import CRITICAL, INDEX_STALE, LEAK_CONTEXT, WARNING, alert_rules
+from alerts.rules import CRITICAL, INDEX_STALE, LEAK_CONTEXT, PROBE_LEAK, WARNING, alert_rules
 from monitor.alerts_config import AlertsConfig
 
 MAX_IDS = 10  # trace ids and document ids carried by an alert
@@ -112,6 +112,25 @@ class AlertBook:
                     self._put(replace(current, ends_at=now, updated_at=now))
                     changed = True
         return changed
+
+    def probe(self, name: str, tenant: str, leaked: list[str], now: float) -> bool:
+        """Record a probe run: documents it may not read (``leaked``) fire the probe's leak
+        alert; a clean run resolves it. True when something started or resolved."""
+        labels = (("probe", name), ("severity", CRITICAL), ("tenant", tenant))
+        with self._lock:
+            current = self._get(PROBE_LEAK, labels)
+            firing = current is not None and not current.resolved
+            if leaked:
+                if not firing:
+                    current = self._new(PROBE_LEAK, CRITICAL, labels, now, {"probe": name})
+                    if current is None:
+                        return False
+                self._put(replace(current, updated_at=now, count=len(leaked), doc_ids=tuple(leaked[:MAX_IDS])))
+                return not firing
+            if firing:
+                self._put(replace(current, ends_at=now, updated_at=now))
+                return True
+            return False
 
     def expire(self, now: float) -> bool:
         """Resolve leak alerts quiet for ``leak_resolve_minutes``; True when one resolved."""

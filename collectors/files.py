@@ -193,6 +193,30 @@ class JsonlDeadLetterSink:
             raw_base64=base64.b64encode(raw).decode("ascii"),
         )) + b"\n"
 
+    def prune(self, before: float) -> int:
+        """Delete the dead letters written before ``before`` (Unix seconds); returns how many.
+        The file is rewritten beside itself and swapped in atomically, under the write lock."""
+        cutoff = datetime.fromtimestamp(before, UTC).isoformat(timespec="milliseconds")
+        with self._lock:
+            if not self.path.exists():
+                return 0
+            kept, dropped = [], 0
+            with self.path.open("rb") as handle:
+                for line in handle:
+                    # ISO 8601 UTC stamps of one format compare as text
+                    if line.strip() and msgspec.json.decode(line, type=_Stamp).time < cutoff:
+                        dropped += 1
+                    else:
+                        kept.append(line)
+            if dropped:
+                temporary = self.path.with_name(self.path.name + ".prune")
+                temporary.write_bytes(b"".join(kept))
+                os.replace(temporary, self.path)
+                if self._fd is not None:  # the old descriptor points at the replaced file
+                    os.close(self._fd)
+                    self._fd = None
+            return dropped
+
     def shutdown(self) -> None:
         with self._lock:
             if self._fd is not None:
@@ -220,6 +244,10 @@ class JsonlDeadLetterSink:
             with contextlib.suppress(OSError):
                 os.ftruncate(self._fd, end)  # drop the partly written batch
         raise Retryable(f"dead-letter file {self.path}: {failure.strerror}") from failure
+
+
+class _Stamp(msgspec.Struct):
+    time: str
 
 
 def read_dead_letters(path: Path) -> list[dict]:

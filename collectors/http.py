@@ -143,9 +143,11 @@ def build_app(
     on_startup: Callable[[], None] | None = None,
     on_shutdown: Callable[[], None] | None = None,
     otlp: OtlpReceiver | None = None,
+    ingest: bool = True,
 ) -> Starlette:
     """The ASGI app. ``ready`` answers /readyz; ``on_startup`` runs before the first request,
-    ``on_shutdown`` after the last one."""
+    ``on_shutdown`` after the last one. Without ``ingest`` (the scheduler process) only /metrics
+    and the health endpoints are served."""
     pending = PendingLimit(max_pending)
 
     def authorized(request: Request) -> bool:
@@ -232,10 +234,11 @@ def build_app(
         if on_shutdown is not None:
             await to_thread.run_sync(on_shutdown)
 
-    routes = [] if otlp is None else [Route("/v1/traces", traces, methods=["POST"])]
+    routes = [] if otlp is None or not ingest else [Route("/v1/traces", traces, methods=["POST"])]
+    if ingest:
+        routes.append(Route("/v1/events", events, methods=["POST"]))
     return Starlette(routes=[
         *routes,
-        Route("/v1/events", events, methods=["POST"]),
         Route("/metrics", metrics, methods=["GET"]),
         Route("/healthz", healthz, methods=["GET"]),
         Route("/readyz", readyz, methods=["GET"]),

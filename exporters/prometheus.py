@@ -116,6 +116,11 @@ class PrometheusSink:
         self.probe_failures = made["ragmon_probe_failures_total"]
         self.consumer_lag = made["ragmon_consumer_lag_messages"]
         self.alert_notifications = made["ragmon_alert_notifications_total"]
+        self.probe_leaks = made["ragmon_probe_leaks_total"]
+        self.job_runs = made["ragmon_job_runs_total"]
+        self.job_last_success = made["ragmon_job_last_success_timestamp_seconds"]
+        self.retention_deleted = made["ragmon_retention_deleted_total"]
+        self.scheduler_leader = made["ragmon_scheduler_leader"]
         self._slots: dict[tuple[str, str], _Slot] = {}
         self._retrievers: dict[tuple[str, str, str], tuple] = {}
         self._lock = threading.Lock()

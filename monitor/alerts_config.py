@@ -47,8 +47,6 @@ class AlertsConfig(ConfigSection):
         60.0, description="How often a firing alert is sent to Alertmanager again (it expires without).")
     leak_resolve_minutes: PositiveFloat = Field(
         15.0, description="A pushed leak alert resolves after this long without a new leak in its tenant and index.")
-    staleness_check_seconds: PositiveFloat = Field(15.0, description="How often index staleness is checked for "
-                                                   "pushed alerts.")
     max_active: PositiveInt = Field(1000, description="Pushed alerts tracked at most; more are counted and dropped.")
 
     @field_validator("runbook_url", "dashboard_url", "alertmanager_url", "webhook_url")

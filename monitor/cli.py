@@ -21,7 +21,7 @@ from monitor.cli_eval import eval_command
 from monitor.cli_labels import labels
 from monitor.cli_samples import samples
 from monitor.config import ConfigError, Settings, effective_config, load_settings
-from monitor.wiring import build_otlp, build_runtime, build_sources
+from monitor.wiring import build_jobs, build_otlp, build_runtime, build_scheduler, build_sources
 
 EXAMPLE_EVENTS = Path(__file__).parent / "examples" / "events.jsonl"
 
@@ -39,7 +39,21 @@ def _settings(ctx: click.Context) -> Settings:
     return settings
 
 
-@click.group()
+class _Main(click.Group):
+    """Unusable configuration or schema, found while a command builds its parts, ends the command
+    with the reason and status 2 instead of a traceback."""
+
+    def invoke(self, ctx: click.Context):
+        from monitor.store import SchemaOutdated
+
+        try:
+            return super().invoke(ctx)
+        except (ConfigError, SchemaOutdated) as error:
+            errors.print(f"[red]error:[/red] {error}", highlight=False)
+            ctx.exit(2)
+
+
+@click.group(cls=_Main)
 @click.option("--config", "-c", type=click.Path(path_type=Path), envvar="RAGMON_CONFIG",
               help="YAML config file (default: $RAGMON_CONFIG, else built-in defaults).")
 @click.version_option(package_name="ragmon")
@@ -165,12 +179,15 @@ def serve(ctx: click.Context, host: str | None, port: int | None) -> None:
     runtime = build_runtime(settings)
     otlp = build_otlp(runtime)
     sources = [*build_sources(runtime), *([otlp] if otlp is not None else [])]
+    scheduler = build_scheduler(runtime, build_jobs(runtime)) if settings.scheduler.embedded else None
     token = settings.http.token.get_secret_value() if settings.http.token else None
     server: uvicorn.Server
 
     def start_sources() -> None:
         for source in sources:
             source.start()
+        if scheduler is not None:
+            scheduler.start()
         # A source that stops on its own (e.g. too many dead letters) stops the whole process, loudly.
         threading.Thread(target=watch, name="source-watch", daemon=True).start()
 
@@ -181,6 +198,8 @@ def serve(ctx: click.Context, host: str | None, port: int | None) -> None:
             time.sleep(0.5)
 
     def stop() -> None:
+        if scheduler is not None:
+            scheduler.shutdown()
         for source in sources:
             source.shutdown(timeout=30)
         runtime.close()
@@ -204,6 +223,75 @@ def serve(ctx: click.Context, host: str | None, port: int | None) -> None:
     if failed:
         errors.print(f"[red]error:[/red] a source stopped: {failed[0]}", highlight=False)
         ctx.exit(3)
+
+
+@main.command("scheduler")
+@click.option("--host", help="Address for /metrics and health (default: http.host).")
+@click.option("--port", type=int, help="Port for /metrics and health (default: http.port).")
+@click.pass_context
+def scheduler_command(ctx: click.Context, host: str | None, port: int | None) -> None:
+    """Run the periodic jobs (weekly pull, staleness scan, canary probes, retention) in a process of
+    their own, with /metrics and health; set scheduler.embedded to false on the collectors. Only
+    the process holding the scheduler lock runs jobs; others stand by and take over."""
+    import uvicorn
+
+    from collectors.http import build_app
+
+    settings = _settings(ctx)
+    runtime = build_runtime(settings)
+    runner = build_scheduler(runtime, build_jobs(runtime, standalone=True))
+
+    def stop() -> None:
+        runner.shutdown()
+        runtime.close()
+
+    app = build_app(runtime.pipeline.process, runtime.registry, runtime.ready, ingest=False,
+                    on_startup=runner.start, on_shutdown=stop)
+    host = host or settings.http.host
+    port = port or settings.http.port
+    errors.print(f"ragmon scheduler on http://{host}:{port} (GET /metrics, /healthz, /readyz)")
+    uvicorn.Server(uvicorn.Config(app, host=host, port=port, log_config=None, access_log=False,
+                                  timeout_graceful_shutdown=30)).run()
+
+
+@main.group()
+def probe() -> None:
+    """Canary permission probes."""
+
+
+@probe.command("run")
+@click.option("--json", "as_json", is_flag=True, help="Print the results as JSON.")
+@click.pass_context
+def probe_run(ctx: click.Context, as_json: bool) -> None:
+    """Run every configured probe once against the retrieval endpoint and print the results;
+    exit 1 when one fails (a leak, a miss, or an error reaching the retrieval)."""
+    from dataclasses import asdict
+
+    from collectors.probes import build_retrieval
+    from monitor.probes import ProbeError, run_probes
+
+    settings = _settings(ctx)
+    if not settings.probes.probes:
+        raise click.UsageError("no probes configured (probes.probes)")
+    try:
+        results = run_probes(settings.probes.probes, build_retrieval(settings.probes))
+    except ProbeError as error:
+        raise click.ClickException(str(error)) from None
+    if as_json:
+        click.echo(json.dumps([asdict(r) for r in results], indent=2))
+    else:
+        table = Table(title=f"{len(results)} probes")
+        for column in ("probe", "tenant", "verdict", "results", "seconds"):
+            table.add_column(column, justify="right" if column in ("results", "seconds") else "left")
+        table.add_column("detail", overflow="fold")  # document ids in full, wrapped
+        for r in results:
+            colour = "green" if r.ok else "red"
+            detail = (r.error or (f"must not see: {', '.join(r.leaked)}" if r.leaked else "")
+                      or (f"nothing matched: {', '.join(r.missing)}" if r.missing else ""))
+            table.add_row(r.name, r.tenant, f"[{colour}]{r.verdict}[/]", str(r.retrieved), f"{r.seconds:.2f}", detail)
+        console.print(table)
+    if any(not r.ok for r in results):
+        ctx.exit(1)
 
 
 @main.command()

@@ -31,6 +31,7 @@ from monitor.alerts_config import AlertsConfig
 from monitor.config_section import ConfigSection
 from monitor.redact import RedactionConfig
 from monitor.sampling import SamplingConfig
+from monitor.scheduler_config import ProbesConfig, SchedulerConfig
 
 ENV_PREFIX = "RAGMON_"
 ENV_CONFIG_FILE = "RAGMON_CONFIG"  # path of the YAML file, when --config is not given
@@ -264,6 +265,8 @@ class Settings(ConfigSection):
     label_studio: LabelStudioConfig = LabelStudioConfig()
     regression: RegressionConfig = RegressionConfig()
     alerts: AlertsConfig = AlertsConfig()
+    scheduler: SchedulerConfig = SchedulerConfig()
+    probes: ProbesConfig = ProbesConfig()
     http: HttpConfig = HttpConfig()
     otlp: OtlpConfig = OtlpConfig()
     kafka: KafkaConfig = KafkaConfig()

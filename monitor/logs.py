@@ -25,6 +25,6 @@ def configure(level: str, fmt: str) -> None:
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(level)
-    # Third-party chatter that says nothing an operator acts on
-    for name in ("alembic.runtime.migration", "kafka"):
+    # Third-party chatter that says nothing an operator acts on (httpx logs every request's URL)
+    for name in ("alembic.runtime.migration", "kafka", "httpx", "apscheduler"):
         logging.getLogger(name).setLevel(max(logging.WARNING, logging.getLevelName(level)))

@@ -137,6 +137,16 @@ class SampleStore:
                     out[row.trace_id] = row.payload
         return out
 
+    def delete_unlabeled_before(self, before: float) -> int:
+        """Retention: delete samples not labeled and stored before ``before``; returns how many.
+        Labeled samples stay: the regression set points at them."""
+        from sqlalchemy import delete
+
+        with Session(self._engine) as session:
+            result = session.exec(delete(Sample).where(Sample.status != "labeled", Sample.created_at < before))
+            session.commit()
+            return result.rowcount or 0
+
     def counts_by_status(self) -> dict[str, int]:
         with Session(self._engine) as session:
             rows = session.exec(select(Sample.status, func.count()).group_by(Sample.status)).all()

@@ -30,11 +30,14 @@ from monitor.catalog_store import CatalogPersistence, load_catalog
 from monitor.config import ConfigError, Settings
 from monitor.decode import Decoder
 from monitor.errors import Retryable
+from monitor.jobs import Jobs
+from monitor.leader import leader_lock
 from monitor.pipeline import DeadLetterSink, Pipeline, PipelineStats, Sink
 from monitor.redact import Redactor
 from monitor.sample_store import SampleStore
 from monitor.sampler import SamplerSink
 from monitor.sampling import WeeklyQuota
+from monitor.scheduler import SchedulerRunner
 from monitor.signals import SignalEngine
 from monitor.store import make_engine, prepare
 
@@ -69,9 +72,10 @@ def _sampler(settings: Settings, store: SampleStore) -> SamplerSink:
                        recent_traces=settings.sampling.late_window_traces, publish=_publisher(settings))
 
 
-def _alert_sink(settings: Settings, catalog: Catalog, metrics: PrometheusSink, clock: Callable[[], float]) -> list:
-    """The direct push of leak and staleness alerts, when a target is configured (else nothing:
-    the Prometheus rules still alert)."""
+def _alert_dispatcher(settings: Settings, metrics: PrometheusSink,
+                      clock: Callable[[], float]) -> AlertDispatcher | None:
+    """The direct push of leak, staleness and probe alerts, when a target is configured (else
+    None: the Prometheus rules still alert)."""
     config = settings.alerts
     notifiers: list = []
     if config.alertmanager_url:
@@ -82,17 +86,52 @@ def _alert_sink(settings: Settings, catalog: Catalog, metrics: PrometheusSink, c
         notifiers.append(WebhookNotifier(config.webhook_url, config.timeout_seconds, config.repeat_minutes * 60,
                                          token=token))
     if not notifiers:
-        return []
-
-    def staleness(now: float):
-        return {index: (h.max_staleness_seconds, h.stale_documents, h.stalest)
-                for index, h in catalog.health(now).items()}
-
+        return None
     dispatcher = AlertDispatcher(
-        AlertBook(config), notifiers, clock, staleness=staleness, staleness_every=config.staleness_check_seconds,
+        AlertBook(config), notifiers, clock,
         record=lambda notifier, outcome, n: metrics.alert_notifications.labels(notifier, outcome).inc(n))
     dispatcher.start()
-    return [AlertSink(dispatcher)]
+    return dispatcher
+
+
+def build_jobs(runtime: Runtime, standalone: bool = False) -> Jobs:
+    """The scheduled jobs over ``runtime``. ``standalone``: a scheduler process of its own, which
+    re-reads the catalog table before each staleness scan (the collectors keep it current)."""
+    from collectors.probes import build_retrieval
+    from monitor.probes import ProbeError
+
+    settings = runtime.settings
+    push = None
+    if settings.scheduler.weekly_pull_push and settings.label_studio.url and settings.label_studio.token:
+        push = _label_studio_push(settings)
+    reload = (lambda: load_catalog(runtime.engine, runtime.catalog)) if standalone else None
+    try:
+        retrieve = build_retrieval(settings.probes)
+    except ProbeError as error:
+        raise ConfigError(str(error)) from None
+    return Jobs(runtime, runtime.clock, retrieve, push, reload)
+
+
+def build_scheduler(runtime: Runtime, jobs: Jobs) -> SchedulerRunner:
+    """The scheduler, run by whichever process holds the scheduler lock of the database."""
+    settings = runtime.settings
+    return SchedulerRunner(settings.scheduler, jobs, leader_lock(settings.database.url),
+                           probes=bool(settings.probes.probes),
+                           on_leader=lambda leading: runtime.metrics.scheduler_leader.set(1 if leading else 0))
+
+
+def _label_studio_push(settings: Settings):
+    from exporters.label_studio import LabelStudio
+    from exporters.labeling import LABEL_CONFIG, task_of
+
+    config = settings.label_studio
+
+    def push(week: str, batch: list) -> int:
+        with LabelStudio(config.url, config.token.get_secret_value(), timeout=config.timeout_seconds) as studio:
+            project_id, _ = studio.ensure_project(config.project, LABEL_CONFIG)
+            return studio.import_tasks(project_id, [task_of(s) for s in batch])
+
+    return push
 
 
 def _publisher(settings: Settings):
@@ -206,6 +245,9 @@ class Runtime:
     registry: CollectorRegistry
     metrics: PrometheusSink
     pipeline: Pipeline
+    samples: SampleStore
+    dead_letters: DeadLetterSink
+    alerts: AlertDispatcher | None = None  # the direct push, when a target is configured
 
     def ready(self) -> bool:
         """Ready to take traffic: the database answers."""
@@ -240,10 +282,11 @@ def build_runtime(
     metrics = PrometheusSink(registry, settings.labels, stats, catalog, clock, sample_queue=samples.counts_by_status)
     signals = SignalEngine(settings.signals, catalog)
     dead_letters = _dead_letters(settings, clock)
-    alerting = _alert_sink(settings, catalog, metrics, clock)
+    alerts = _alert_dispatcher(settings, metrics, clock)
     pipeline = Pipeline(
         Decoder(settings.limits, clock),
-        [CatalogPersistence(engine, catalog), _sampler(settings, samples), metrics, *alerting, *extra_sinks],
+        [CatalogPersistence(engine, catalog), _sampler(settings, samples), metrics,
+         *([AlertSink(alerts)] if alerts is not None else []), *extra_sinks],
         dead_letters,
         clock,
         analyze=signals.observe,
@@ -251,4 +294,5 @@ def build_runtime(
     )
     log.info("runtime ready: %d documents and %d index entries in the catalog",
              len(catalog.documents), len(catalog.indexed))
-    return Runtime(settings, clock, engine, catalog, signals, registry, metrics, pipeline)
+    return Runtime(settings, clock, engine, catalog, signals, registry, metrics, pipeline, samples, dead_letters,
+                   alerts)

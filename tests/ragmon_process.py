@@ -14,11 +14,13 @@ from tests.services.harness import free_port
 
 
 class RagmonServer:
-    """Starts `ragmon serve` on a free port with its store and dead-letter file in ``scratch``;
-    ``env`` adds RAGMON_ settings. Outer RAGMON_ variables are not inherited."""
+    """Starts `ragmon serve` (or another serving command, e.g. `scheduler`) on a free port with its
+    store and dead-letter file in ``scratch``; ``env`` adds RAGMON_ settings. Outer RAGMON_
+    variables are not inherited."""
 
-    def __init__(self, scratch: Path, **env: str) -> None:
+    def __init__(self, scratch: Path, command: str = "serve", **env: str) -> None:
         self.scratch = scratch
+        self.command = command
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.log_path = scratch / "serve.log"
@@ -30,7 +32,7 @@ class RagmonServer:
     def start(self, timeout: float = 30) -> RagmonServer:
         with self.log_path.open("ab") as log:
             self.process = subprocess.Popen(
-                [sys.executable, "-m", "monitor.cli", "serve", "--port", str(self.port)],
+                [sys.executable, "-m", "monitor.cli", self.command, "--port", str(self.port)],
                 env=self.env, stdout=log, stderr=subprocess.STDOUT)
         deadline = time.monotonic() + timeout
         while True:
@@ -41,7 +43,7 @@ class RagmonServer:
                 pass
             if self.process.poll() is not None or time.monotonic() > deadline:
                 self.stop()
-                raise RuntimeError(f"ragmon serve did not become ready:\n{self.log_path.read_text()}")
+                raise RuntimeError(f"ragmon {self.command} did not become ready:\n{self.log_path.read_text()}")
             time.sleep(0.2)
 
     def stop(self, timeout: float = 30) -> int | None:

@@ -21,7 +21,7 @@ from tests.services.harness import Alertmanager, Prometheus
 pytestmark = pytest.mark.integration
 
 MARKERS = ("MARKER-QUERY-7f3a", "MARKER-PASSAGE-9c2e", "MARKER-CALLER-41bd")
-ALERT_SETTINGS = {"STALE_WARNING_HOURS": "0.005", "STALE_CRITICAL_HOURS": "1", "STALENESS_CHECK_SECONDS": "1",
+ALERT_SETTINGS = {"STALE_WARNING_HOURS": "0.005", "STALE_CRITICAL_HOURS": "1",
                   "DASHBOARD_URL": "https://grafana.test/d/ragmon"}
 
 
@@ -53,6 +53,7 @@ def test_leaks_and_staleness_reach_the_receivers_by_both_paths(tmp_path):
             Alertmanager(webhook_url=f"{receiver.url}/am-direct") as direct_manager, \
             RagmonServer(tmp_path, RAGMON_ALERTS__ALERTMANAGER_URL=direct_manager.url,
                          RAGMON_ALERTS__WEBHOOK_URL=f"{receiver.url}/direct",
+                         RAGMON_SCHEDULER__STALENESS_INTERVAL_SECONDS="1",  # the embedded scheduler's scan
                          **{f"RAGMON_ALERTS__{k}": v for k, v in ALERT_SETTINGS.items()}) as ragmon, \
             Prometheus() as prometheus:
         rules = tmp_path / "rules.yml"

@@ -49,9 +49,8 @@ class Receiver:
         return httpx.MockTransport(self)
 
 
-def dispatcher(clock, *notifiers, staleness=None, **config) -> AlertDispatcher:
-    return AlertDispatcher(AlertBook(AlertsConfig(**config)), notifiers, clock, staleness=staleness,
-                           staleness_every=15.0)
+def dispatcher(clock, *notifiers, **config) -> AlertDispatcher:
+    return AlertDispatcher(AlertBook(AlertsConfig(**config)), notifiers, clock)
 
 
 def webhook(receiver: Receiver, repeat: float = 3600.0) -> WebhookNotifier:
@@ -151,36 +150,44 @@ def test_resolution_waits_for_every_notifier_before_the_alert_is_forgotten():
 
 def test_staleness_crossings_raise_warning_then_critical_and_resolve_when_the_index_catches_up():
     clock, hook = Clock(), Receiver()
-    health = {"hr": (0.0, 0, [])}
-    d = dispatcher(clock, webhook(hook), staleness=lambda now: health)
-    d.run_once()
+    d = dispatcher(clock, webhook(hook))
+
+    def scan(health):
+        clock.now += 60
+        d.scan_staleness(health, clock.now)
+        d.run_once()
+
+    scan({"hr": (0.0, 0, [])})
     assert hook.bodies == []
-    health["hr"] = (25 * 3600.0, 3, ["d1", "d2", "d3"])
-    clock.now += 20
-    d.run_once()
+    scan({"hr": (25 * 3600.0, 3, ["d1", "d2", "d3"])})
     [warning] = hook.bodies[-1]["alerts"]
     assert warning["labels"] == {"alertname": "RagmonIndexStale", "severity": "warning", "index": "hr"}
     assert warning["annotations"]["doc_ids"] == "d1,d2,d3" and warning["annotations"]["count"] == "3"
     assert warning["annotations"]["max_staleness_seconds"] == "90000"
-    health["hr"] = (73 * 3600.0, 3, ["d1"])
-    clock.now += 20
-    d.run_once()
+    scan({"hr": (73 * 3600.0, 3, ["d1"])})
     assert [a["labels"]["severity"] for a in hook.bodies[-1]["alerts"]] == ["critical"]
-    health["hr"] = (0.0, 0, [])
-    clock.now += 20
-    d.run_once()
+    scan({"hr": (0.0, 0, [])})
     assert sorted((a["labels"]["severity"], a["status"]) for a in hook.bodies[-1]["alerts"]) == [
         ("critical", "resolved"), ("warning", "resolved")]
     assert d.book.alerts() == []
+    scan({"kb": (30 * 3600.0, 1, ["x"])})
+    scan({})  # an index gone from the catalog is no longer stale
+    assert hook.bodies[-1]["alerts"][0]["status"] == "resolved"
 
 
-def test_staleness_is_checked_at_its_interval_not_on_every_pass():
-    clock, calls = Clock(), []
-    d = dispatcher(clock, webhook(Receiver()), staleness=lambda now: calls.append(now) or {})
-    for _ in range(30):
-        d.run_once()
-        clock.now += 1
-    assert len(calls) == 2
+def test_a_probe_leak_fires_until_a_clean_run():
+    clock, hook = Clock(), Receiver()
+    d = dispatcher(clock, webhook(hook))
+    assert d.book.probe("hr-payroll", "acme", ["payroll-2026"], clock.now)
+    d.run_once()
+    [alert] = hook.bodies[-1]["alerts"]
+    assert alert["labels"] == {"alertname": "RagmonProbeLeak", "severity": "critical", "probe": "hr-payroll",
+                               "tenant": "acme"}
+    assert alert["annotations"]["doc_ids"] == "payroll-2026"
+    assert not d.book.probe("hr-payroll", "acme", ["payroll-2026"], clock.now + 300)  # still the same alert
+    assert d.book.probe("hr-payroll", "acme", [], clock.now + 600)
+    d.run_once()
+    assert hook.bodies[-1]["alerts"][0]["status"] == "resolved"
 
 
 def test_alerts_beyond_the_bound_are_counted_not_kept():
