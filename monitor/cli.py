@@ -385,6 +385,25 @@ def rules_render(ctx: click.Context, out_file: Path | None) -> None:
 
 
 @main.group()
+def dashboard() -> None:
+    """Grafana dashboards."""
+
+
+@dashboard.command("render")
+@click.option("--out", "out_dir", type=click.Path(file_okay=False, path_type=Path),
+              default=Path("helm/ragmon/dashboards"), show_default=True, help="Directory for the JSON files.")
+def dashboard_render(out_dir: Path) -> None:
+    """Write every ragmon dashboard as Grafana JSON (a Prometheus datasource variable, tenant and
+    index variables); the Helm chart ships them as a ConfigMap for Grafana's sidecar."""
+    from exporters.dashboard import render_dashboards
+
+    out_dir.mkdir(parents=True, exist_ok=True)
+    for name, text in render_dashboards().items():
+        (out_dir / name).write_text(text)
+        errors.print(f"{out_dir / name}")
+
+
+@main.group()
 def db() -> None:
     """The SQL store."""
 

@@ -27,3 +27,15 @@ def test_every_alert_has_a_runbook_section():
     text = (DOCS / "alerts.md").read_text()
     headings = {line[3:].strip() for line in text.splitlines() if line.startswith("## ")}
     assert {rule.name for rule in alert_rules(AlertsConfig())} <= headings
+
+
+def test_the_charts_rules_and_dashboards_are_what_the_code_generates():
+    from alerts.render import render_rules
+    from exporters.dashboard import render_dashboards
+    from monitor.alerts_config import AlertsConfig
+
+    chart = DOCS.parent / "helm" / "ragmon"
+    assert (chart / "rules" / "ragmon-rules.yaml").read_text() == render_rules(AlertsConfig()), (
+        "helm/ragmon/rules is out of date: ragmon rules render --out helm/ragmon/rules/ragmon-rules.yaml")
+    committed = {p.name: p.read_text() for p in (chart / "dashboards").glob("*.json")}
+    assert committed == render_dashboards(), "helm/ragmon/dashboards is out of date: ragmon dashboard render"

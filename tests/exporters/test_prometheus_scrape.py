@@ -3,6 +3,8 @@ checked with one PromQL query (or more) per metric family against what the simul
 
 from __future__ import annotations
 
+import json
+import math
 import time
 from collections import Counter
 
@@ -21,7 +23,13 @@ TRACES = 6000
 @pytest.fixture(scope="module")
 def served(tmp_path_factory):
     """`ragmon serve` as a user runs it, fed with simulator traffic; yields (url, facts)."""
-    with RagmonServer(tmp_path_factory.mktemp("serve")) as server:
+    # the embedded scheduler scans staleness every second and runs a probe, for the job and probe panels
+    with RagmonServer(tmp_path_factory.mktemp("serve"), RAGMON_SCHEDULER__STALENESS_INTERVAL_SECONDS="1",
+                      RAGMON_SCHEDULER__PROBE_INTERVAL_SECONDS="1",
+                      RAGMON_PROBES__CALLABLE="tests.monitor.test_jobs:leaky",
+                      RAGMON_PROBES__PROBES=json.dumps([{"name": "staff-sees-handbook", "query": "leave policy",
+                                                         "identity": {"id": "alice", "tenant": "acme"},
+                                                         "must_retrieve": ["handbook-*"]}])) as server:
         yield server.url, feed(server.url)
 
 
@@ -161,3 +169,30 @@ def test_rephrases_feedback_latency_tokens_cost(promql, served):
     assert 0.5 < p50 < 2.5  # the simulator's generate step is lognormal around 0.8 s
     assert promql.scalar('sum(ragmon_tokens_total{direction="input"})') == facts["input_tokens"]
     assert promql.scalar("sum(ragmon_cost_usd_total)") > 0
+
+
+
+def test_every_dashboard_panel_query_returns_data(promql, served, prometheus):
+    """Runs last: it sends a second wave of traffic while Prometheus scrapes, so rates are not flat."""
+    from exporters.dashboard import DASHBOARDS, panel_queries
+
+    url, _ = served
+    simulator = Simulator(seed=22, start=time.time() - 600, rate=10.0)
+    lines = [msgspec.json.encode(e) for e in (*simulator.catalog(), *simulator.traffic(1500))]
+    with httpx.Client(base_url=url, timeout=30) as client:
+        for i in range(0, len(lines), 100):
+            client.post("/v1/events", content=b"\n".join(lines[i:i + 100]),
+                        headers={"content-type": "application/x-ndjson"}).raise_for_status()
+            time.sleep(0.1)
+    time.sleep(3)  # a few more scrapes
+    grafana = {"$tenant": ".*", "$index": ".*", "$__rate_interval": "5m"}
+    empty = []
+    for make in DASHBOARDS:
+        dashboard = make().to_json()
+        for title, expr in panel_queries(dashboard):
+            for variable, value in grafana.items():
+                expr = expr.replace(variable, value)
+            values = [float(s["value"][1]) for s in prometheus.query(expr)]
+            if not any(not math.isnan(v) for v in values):
+                empty.append(f"{dashboard['title']} / {title}: {expr}")
+    assert not empty, "panels without data:\n" + "\n".join(empty)

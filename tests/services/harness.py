@@ -30,6 +30,17 @@ HERE = Path(__file__).parent
 CACHE = Path(os.environ.get("SERVICES_CACHE_DIR", Path.home() / ".cache" / "ragmon-services"))
 
 
+HELM_VERSION = "v3.22.0"
+
+
+def helm_binary() -> Path:
+    """helm, built from the Go module proxy by install.sh."""
+    path = CACHE / f"helm-{HELM_VERSION}" / "helm"
+    if not path.exists():
+        raise FileNotFoundError(f"helm {HELM_VERSION} is missing at {path}: run tests/services/install.sh")
+    return path
+
+
 class ServiceError(RuntimeError):
     """A service failed to start; the message holds the end of its log."""
 

@@ -2,7 +2,8 @@
 # Installs the real services the integration tests run against, when they are missing:
 #   PostgreSQL server, Prometheus + promtool, Alertmanager (Debian packages),
 #   Apache Kafka broker jars (Maven Central, cached outside the repository),
-#   Label Studio (PyPI, in a virtual environment of its own, cached outside the repository).
+#   Label Studio (PyPI, in a virtual environment of its own, cached outside the repository),
+#   helm (built from the Go module proxy with `go install`, cached outside the repository).
 # Idempotent: a second run on a prepared machine only checks and returns.
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
@@ -44,4 +45,11 @@ if [ ! -f "$ls_dir/.complete" ]; then
   "$ls_dir/bin/python" -m pip install -q -r "$here/label-studio-requirements.txt"
   touch "$ls_dir/.complete"
 fi
-echo "services ready: kafka $kafka_version in $kafka_dir, label studio $ls_version in $ls_dir"
+helm_version="$(sed -n 's:^HELM_VERSION = "\(.*\)"$:\1:p' "$here/harness.py")"
+helm_dir="$cache/helm-$helm_version"
+if [ ! -x "$helm_dir/helm" ]; then
+  echo "building helm $helm_version into $helm_dir"
+  mkdir -p "$helm_dir"
+  GOBIN="$helm_dir" GOFLAGS=-mod=mod go install "helm.sh/helm/v3/cmd/helm@$helm_version"
+fi
+echo "services ready: kafka $kafka_version in $kafka_dir, label studio $ls_version in $ls_dir, helm in $helm_dir"

@@ -1,0 +1,141 @@
+"""The Helm chart: `helm lint --strict` and `helm template` with several value sets (helm from the
+Go module proxy, installed by tests/services/install.sh), and the rendered manifests checked:
+recommended labels, probes, security context, secrets by reference, and rules and dashboards equal
+to what `ragmon rules render` and `ragmon dashboard render` generate."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+
+import pytest
+import yaml
+
+from alerts.render import rule_groups
+from exporters.dashboard import render_dashboards
+from monitor.alerts_config import AlertsConfig
+from monitor.config import Settings
+from tests.services.harness import helm_binary
+
+CHART = Path(__file__).parents[2] / "helm" / "ragmon"
+KUBE = "1.31.0"
+CRDS = ["--api-versions", "monitoring.coreos.com/v1/ServiceMonitor",
+        "--api-versions", "monitoring.coreos.com/v1/PrometheusRule"]
+RECOMMENDED = {"app.kubernetes.io/name", "app.kubernetes.io/instance", "app.kubernetes.io/version",
+               "app.kubernetes.io/managed-by", "app.kubernetes.io/part-of", "app.kubernetes.io/component",
+               "helm.sh/chart"}
+VALUE_SETS = {
+    "defaults": [],
+    "with-crds": CRDS,
+    "scaled": [*CRDS, "--set", "collector.autoscaling.enabled=true", "--set", "collector.replicas=4",
+               "--set", "serviceMonitor.additionalLabels.release=kube-prometheus-stack",
+               "--set", "prometheusRule.additionalLabels.release=kube-prometheus-stack",
+               "--set", "secrets.RAGMON_DATABASE__URL.name=ragmon-db",
+               "--set", "secrets.RAGMON_DATABASE__URL.key=url"],
+    "embedded-scheduler": ["--set", "scheduler.enabled=false", "--set", "dashboards.enabled=false",
+                           "--set", "serviceMonitor.enabled=false",
+                           "--set", "collector.podDisruptionBudget.enabled=false"],
+}
+
+pytestmark = pytest.mark.integration  # helm, built from the Go module proxy
+
+
+def helm(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([str(helm_binary()), *args], capture_output=True, text=True)
+
+
+def render(*args: str) -> list[dict]:
+    # a helm built with `go install` carries no Kubernetes version of its own (it assumes 1.20)
+    done = helm("template", "rag", str(CHART), "--namespace", "monitoring", "--kube-version", KUBE, *args)
+    assert done.returncode == 0, done.stderr
+    return [doc for doc in yaml.safe_load_all(done.stdout) if doc]
+
+
+def by_kind(docs: list[dict]) -> dict[tuple[str, str], dict]:
+    return {(doc["kind"], doc["metadata"]["name"]): doc for doc in docs}
+
+
+@pytest.mark.parametrize("name", sorted(VALUE_SETS))
+def test_lint_strict_passes(name):
+    done = helm("lint", "--strict", "--kube-version", KUBE, str(CHART),
+                *[a for a in VALUE_SETS[name] if not a.startswith("--api") and not a.startswith("monitoring.")])
+    assert done.returncode == 0, done.stdout + done.stderr
+
+
+@pytest.mark.parametrize("name", sorted(VALUE_SETS))
+def test_every_object_carries_the_recommended_labels(name):
+    for doc in render(*VALUE_SETS[name]):
+        labels = doc["metadata"]["labels"]
+        assert set(labels) >= RECOMMENDED, (doc["kind"], doc["metadata"]["name"])
+        assert labels["app.kubernetes.io/instance"] == "rag" and labels["app.kubernetes.io/part-of"] == "ragmon"
+
+
+def test_deployments_are_probed_non_root_and_read_only():
+    docs = by_kind(render(*VALUE_SETS["scaled"]))
+    collector = docs[("Deployment", "rag-ragmon-collector")]
+    scheduler = docs[("Deployment", "rag-ragmon-scheduler")]
+    for deployment in (collector, scheduler):
+        pod = deployment["spec"]["template"]["spec"]
+        [container] = pod["containers"]
+        assert pod["securityContext"]["runAsNonRoot"] is True and pod["securityContext"]["runAsUser"] != 0
+        assert container["securityContext"] == {"allowPrivilegeEscalation": False, "readOnlyRootFilesystem": True,
+                                                "capabilities": {"drop": ["ALL"]}}
+        assert container["livenessProbe"]["httpGet"]["path"] == "/healthz"
+        assert container["readinessProbe"]["httpGet"]["path"] == "/readyz"
+        assert {m["mountPath"] for m in container["volumeMounts"]} == {"/etc/ragmon", "/data", "/tmp"}
+        assert container["resources"]["requests"] and container["resources"]["limits"]["memory"]
+        secret = next(e for e in container["env"] if e["name"] == "RAGMON_DATABASE__URL")
+        assert secret["valueFrom"]["secretKeyRef"] == {"name": "ragmon-db", "key": "url"}
+        template_labels = deployment["spec"]["template"]["metadata"]["labels"]
+        assert deployment["spec"]["selector"]["matchLabels"].items() <= template_labels.items()
+    assert collector["spec"]["template"]["spec"]["containers"][0]["args"] == ["serve"]
+    assert "replicas" not in collector["spec"]  # the autoscaler owns it
+    assert {"name": "RAGMON_SCHEDULER__EMBEDDED", "value": "false"} in collector["spec"]["template"]["spec"][
+        "containers"][0]["env"]
+    assert scheduler["spec"]["replicas"] == 1 and scheduler["spec"]["strategy"] == {"type": "Recreate"}
+    assert scheduler["spec"]["template"]["spec"]["containers"][0]["args"] == ["scheduler"]
+    assert docs[("HorizontalPodAutoscaler", "rag-ragmon-collector")]["spec"]["maxReplicas"] == 6
+    assert docs[("PodDisruptionBudget", "rag-ragmon-collector")]["spec"]["minAvailable"] == 1
+
+
+def test_the_embedded_layout_runs_the_scheduler_in_the_collectors():
+    docs = by_kind(render(*VALUE_SETS["embedded-scheduler"]))
+    assert ("Deployment", "rag-ragmon-scheduler") not in docs
+    env = docs[("Deployment", "rag-ragmon-collector")]["spec"]["template"]["spec"]["containers"][0]["env"]
+    assert not any(e["name"] == "RAGMON_SCHEDULER__EMBEDDED" for e in env)
+    assert {kind for kind, _ in docs} == {"ConfigMap", "Deployment", "Service"}
+
+
+def test_the_config_map_is_a_valid_ragmon_config():
+    docs = by_kind(render())
+    config = yaml.safe_load(docs[("ConfigMap", "rag-ragmon-config")]["data"]["ragmon.yaml"])
+    settings = Settings.model_validate(config)
+    assert settings.http.host == "0.0.0.0" and settings.http.port == 4318
+    assert settings.kafka.bootstrap_servers == ["kafka:9092"]
+
+
+def test_monitoring_objects_follow_the_crds_and_carry_the_generated_content():
+    assert not any(d["kind"] in ("ServiceMonitor", "PrometheusRule") for d in render())  # auto, no CRDs
+    docs = by_kind(render(*VALUE_SETS["scaled"]))
+    rule = docs[("PrometheusRule", "rag-ragmon")]
+    assert rule["spec"] == rule_groups(AlertsConfig())  # the same rules as `ragmon rules render`
+    assert rule["metadata"]["labels"]["release"] == "kube-prometheus-stack"
+    monitor = docs[("ServiceMonitor", "rag-ragmon")]
+    assert monitor["metadata"]["labels"]["release"] == "kube-prometheus-stack"
+    selected = monitor["spec"]["selector"]["matchLabels"]
+    services = [d for (kind, _), d in docs.items() if kind == "Service"]
+    assert len(services) == 2 and all(selected.items() <= s["metadata"]["labels"].items() for s in services)
+    dashboards = docs[("ConfigMap", "rag-ragmon-dashboards")]
+    assert dashboards["metadata"]["labels"]["grafana_dashboard"] == "1"
+    assert dashboards["data"] == render_dashboards()
+    for text in dashboards["data"].values():
+        variables = {v["name"]: v for v in json.loads(text)["templating"]["list"]}
+        assert variables["datasource"]["type"] == "datasource" and "${DS_" not in text
+
+
+def test_the_values_schema_refuses_a_typo_and_a_wrong_type():
+    typo = helm("template", "rag", str(CHART), "--kube-version", KUBE, "--set", "collector.replica=3")
+    assert typo.returncode != 0 and "replica" in typo.stderr
+    wrong = helm("template", "rag", str(CHART), "--kube-version", KUBE, "--set", "serviceMonitor.enabled=sometimes")
+    assert wrong.returncode != 0
