@@ -20,20 +20,24 @@ def caller_principals(trace: TraceEvent) -> frozenset[str]:
     return frozenset(principals)
 
 
-def _verdict(passage: Passage, tenant: str, principals: frozenset[str], catalog: Catalog) -> bool | None:
-    """True: a violation; False: allowed; None: no ACL known.
+_ACL_OF_PASSAGE = object()  # the catalog has no say: the passage's own ACL decides
 
-    The catalog's ACL comes first because it reflects revocations the index has not seen; a
-    passage of another tenant's document is a violation whatever its ACL says.
-    """
-    acl = passage.acl
-    if passage.doc_id is not None:
-        document = catalog.document(passage.doc_id)
-        if document is not None:
-            if document.tenant != tenant:
-                return True
-            if document.acl is not None:
-                acl = list(document.acl)
+
+def _document_verdict(doc_id: str, tenant: str, principals: frozenset[str], catalog: Catalog):
+    """The catalog's verdict on a document: True (another tenant's, or its ACL excludes the
+    caller), False (its ACL admits the caller), or ``_ACL_OF_PASSAGE`` when the catalog does not
+    know the document or its ACL."""
+    document = catalog.document(doc_id)
+    if document is None:
+        return _ACL_OF_PASSAGE
+    if document.tenant != tenant:
+        return True
+    if document.acl is None:
+        return _ACL_OF_PASSAGE
+    return EVERYONE not in document.acl and principals.isdisjoint(document.acl)
+
+
+def _acl_verdict(acl: list[str] | None, principals: frozenset[str]) -> bool | None:
     if acl is None:
         return None
     if EVERYONE in acl:
@@ -44,6 +48,20 @@ def _verdict(passage: Passage, tenant: str, principals: frozenset[str], catalog:
 def permission_violations(trace: TraceEvent, catalog: Catalog) -> AccessFindings:
     """Distinct violating passage ids at stage ``candidates`` (any retrieval list) and ``context``."""
     principals = caller_principals(trace)
-    flagged = flag_passages(trace, lambda passage: _verdict(passage, trace.tenant, principals, catalog))
+    by_document: dict[str, object] = {}  # chunks and copies of one document share its verdict
+
+    def judge(passage: Passage) -> bool | None:
+        """The catalog's ACL comes first: it reflects revocations the index has not seen; a
+        passage of another tenant's document is a violation whatever its ACL says."""
+        if passage.doc_id is not None:
+            verdict = by_document.get(passage.doc_id)
+            if verdict is None:
+                verdict = by_document[passage.doc_id] = _document_verdict(passage.doc_id, trace.tenant, principals,
+                                                                          catalog)
+            if verdict is not _ACL_OF_PASSAGE:
+                return verdict
+        return _acl_verdict(passage.acl, principals)
+
+    flagged = flag_passages(trace, judge)
     unknown = sum(1 for verdict in flagged.verdicts.values() if verdict is None)
     return AccessFindings(flagged.candidates, flagged.context, unknown, flagged.doc_ids)
