@@ -4,6 +4,7 @@
 PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
+PHOENIX_VERSION ?= 20.26.1
 
 .PHONY: demo test bench lint services clean
 
@@ -31,7 +32,13 @@ lint: $(VENV)/.dev
 test: $(VENV)/.dev services lint
 	$(BIN)/python -m pytest
 
-bench: $(VENV)/.dev services
+# The peer the OTLP benchmark compares with, in a virtual environment of its own
+PHOENIX ?= $(or $(SERVICES_CACHE_DIR),$(HOME)/.cache/ragmon-services)/phoenix-venv
+$(PHOENIX)/bin/phoenix:
+	$(PYTHON) -m venv $(PHOENIX)
+	$(PHOENIX)/bin/python -m pip install -q "arize-phoenix==$(PHOENIX_VERSION)"
+
+bench: $(VENV)/.dev services $(PHOENIX)/bin/phoenix
 	$(BIN)/python -m bench
 
 clean:

@@ -1,8 +1,11 @@
-"""`make bench`: every benchmark, printing its figures."""
+"""`make bench`: every benchmark, printing its figures (about 25 minutes on 2 cores)."""
 
-from bench import alert_latency, decode, replay
+from bench import alert_latency, decode, kafka, memory, otlp, replay
 
 if __name__ == "__main__":
     decode.run()
     replay.run()
+    otlp.run(phoenix=True)
+    kafka.run()
     alert_latency.run()
+    memory.run()

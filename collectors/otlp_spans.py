@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import base64
 import binascii
-import json
 import re
 from dataclasses import dataclass, field
 from typing import Any
@@ -140,12 +139,15 @@ _PASSAGE_KEYS = ("doc_id", "doc_version", "span", "acl", "indexed_at", "source_m
 _CHAT = ("chat", "text_completion", "generate_content")
 
 
+_json = msgspec.json.Decoder().decode  # JSON inside attribute values; several times faster than json.loads
+
+
 def _metadata(value: Any) -> dict[str, Any]:
     if isinstance(value, dict):
         return value
     if isinstance(value, str):
         try:
-            parsed = json.loads(value)
+            parsed = _json(value)
         except ValueError:
             return {}
         return parsed if isinstance(parsed, dict) else {}
@@ -174,7 +176,7 @@ def _documents(attributes: dict[str, Any], prefix: str) -> list[dict[str, Any]]:
 def _genai_documents(value: Any) -> list[dict[str, Any]]:
     if isinstance(value, str):
         try:
-            value = json.loads(value)
+            value = _json(value)
         except ValueError:
             return []
     if not isinstance(value, list):
@@ -192,7 +194,7 @@ def _genai_documents(value: Any) -> list[dict[str, Any]]:
 def _genai_answer(value: Any) -> str | None:
     if isinstance(value, str):
         try:
-            value = json.loads(value)
+            value = _json(value)
         except ValueError:
             return value
     for message in value if isinstance(value, list) else []:

@@ -1,0 +1,85 @@
+"""The Kafka path end to end: simulator traces (about 3 KB with 10 passages) produced to a real
+broker (the test harness's, KRaft, loopback), then `ragmon serve` consuming them as one group
+member: signals, metrics, samples stored, offsets committed. The rate is traces until every one is
+counted in ragmon_answers_total and the group's committed offsets reach the log end."""
+
+from __future__ import annotations
+
+import statistics
+import tempfile
+import time
+import uuid
+from pathlib import Path
+
+import msgspec
+
+from bench.otlp import answers
+from tests.ragmon_process import RagmonServer
+from tests.services.harness import Kafka
+
+TRACES = 50_000
+RUNS = 3
+PARTITIONS = 6
+
+
+def produce(kafka: Kafka, topic: str, events: list[bytes]) -> None:
+    from kafka import KafkaProducer
+    from kafka.admin import KafkaAdminClient, NewTopic
+
+    admin = KafkaAdminClient(bootstrap_servers=kafka.bootstrap_servers)
+    admin.create_topics([NewTopic(topic, PARTITIONS, 1)])
+    admin.close()
+    producer = KafkaProducer(bootstrap_servers=kafka.bootstrap_servers, linger_ms=20, batch_size=256 * 1024,
+                             compression_type=None)
+    for number, event in enumerate(events):
+        producer.send(topic, event, key=str(number % 997).encode())
+    producer.flush(120)
+    producer.close()
+
+
+def committed_all(kafka: Kafka, topic: str, group: str) -> bool:
+    from kafka import KafkaConsumer, TopicPartition
+
+    consumer = KafkaConsumer(bootstrap_servers=kafka.bootstrap_servers, group_id=group, enable_auto_commit=False)
+    try:
+        partitions = [TopicPartition(topic, p) for p in range(PARTITIONS)]
+        ends = consumer.end_offsets(partitions)
+        return all((consumer.committed(tp) or 0) >= ends[tp] for tp in partitions)
+    finally:
+        consumer.close()
+
+
+def kafka_once(kafka: Kafka, events: list[bytes]) -> float:
+    topic, group = f"bench-{uuid.uuid4().hex[:8]}", f"bench-{uuid.uuid4().hex[:8]}"
+    produce(kafka, topic, events)
+    with tempfile.TemporaryDirectory(prefix="ragmon-bench-") as scratch:
+        started = time.perf_counter()
+        with RagmonServer(Path(scratch), RAGMON_KAFKA__BOOTSTRAP_SERVERS=f'["{kafka.bootstrap_servers}"]',
+                          RAGMON_KAFKA__TRACES_TOPIC=topic, RAGMON_KAFKA__GROUP_ID=group,
+                          RAGMON_KAFKA__CATALOG_TOPIC=f"{topic}-catalog",
+                          RAGMON_KAFKA__DEAD_LETTER_TOPIC=f"{topic}-dlq",
+                          RAGMON_KAFKA__SAMPLES_TOPIC=f"{topic}-samples") as server:
+            while answers(server.url) < len(events):
+                time.sleep(0.1)
+            while not committed_all(kafka, topic, group):
+                time.sleep(0.1)
+            return len(events) / (time.perf_counter() - started)
+
+
+def run() -> dict[str, float]:
+    from monitor.simulate import Simulator
+
+    simulator = Simulator(seed=29, start=time.time() - 6 * 3600, rate=2.0)
+    events = [msgspec.json.encode(e) for e in simulator.traffic(TRACES) if e["type"] == "trace"][:TRACES]
+    size = statistics.mean(len(e) for e in events)
+    with Kafka() as kafka:
+        rates = [kafka_once(kafka, events) for _ in range(RUNS)]
+    rate = statistics.median(rates)
+    print(f"Kafka: {len(events)} traces of {size / 1024:.1f} KB on {PARTITIONS} partitions, one ragmon serve, "
+          f"median of {RUNS} runs (the time includes the start of ragmon serve)")
+    print(f"  consumed, processed, committed           {rate:>10,.0f} traces/s")
+    return {"kafka_traces_per_second": rate}
+
+
+if __name__ == "__main__":
+    run()

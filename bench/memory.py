@@ -1,0 +1,69 @@
+"""Memory under a long stream: RSS of one process after 200k and after 2M simulator traces through
+the whole pipeline (signals, metrics, catalog, sampler on SQLite). Bounded state (recent traces,
+rephrase memory, late-strata window, label caps) must keep the second within 1.2x of the first
+and under 300 MB. ``--traces N`` shortens the run (the checkpoints scale with it)."""
+
+from __future__ import annotations
+
+import gc
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import msgspec
+from prometheus_client import CollectorRegistry
+
+TRACES = 2_000_000
+BATCH = 500
+
+
+def rss_mb() -> float:
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    return float("nan")
+
+
+def run(traces: int = TRACES) -> dict[str, float]:
+    from monitor.config import load_settings
+    from monitor.records import RawRecord
+    from monitor.simulate import Simulator
+    from monitor.wiring import build_runtime
+
+    checkpoints = {traces // 10: "early", traces: "end"}
+    figures: dict[str, float] = {}
+    with tempfile.TemporaryDirectory(prefix="ragmon-memory-") as scratch:
+        settings = load_settings(environ={"RAGMON_DATABASE__URL": f"sqlite:///{scratch}/ragmon.db",
+                                          "RAGMON_DEAD_LETTER__PATH": f"{scratch}/dead.jsonl"})
+        simulator = Simulator(seed=41, start=time.time() - traces / 20, rate=20.0)
+        runtime = build_runtime(settings, clock=lambda: simulator.now, registry=CollectorRegistry())
+        encode = msgspec.json.Encoder().encode
+        runtime.pipeline.process([RawRecord("file", encode(e)) for e in simulator.catalog()])
+        seen, batch, started = 0, [], time.perf_counter()
+        # the simulator's traffic in slices, so the generator's own memory does not grow with the run
+        while seen < traces:
+            for event in simulator.traffic(min(10_000, traces - seen)):
+                batch.append(RawRecord("file", encode(event)))
+                if event["type"] == "trace":
+                    seen += 1
+                    if seen in checkpoints:
+                        runtime.pipeline.process(batch)
+                        batch = []
+                        gc.collect()
+                        figures[checkpoints[seen]] = rss_mb()
+                        print(f"  after {seen:>9,} traces: RSS {figures[checkpoints[seen]]:.0f} MB "
+                              f"({seen / (time.perf_counter() - started):,.0f} traces/s)", flush=True)
+                if len(batch) >= BATCH:
+                    runtime.pipeline.process(batch)
+                    batch = []
+        runtime.close()
+    ratio = figures["end"] / figures["early"]
+    print(f"memory: RSS after {traces:,} traces / after {traces // 10:,} = {ratio:.2f} (goal <= 1.2), "
+          f"end {figures['end']:.0f} MB (goal < 300)")
+    return {"rss_early_mb": figures["early"], "rss_end_mb": figures["end"], "rss_ratio": ratio}
+
+
+if __name__ == "__main__":
+    count = int(sys.argv[sys.argv.index("--traces") + 1]) if "--traces" in sys.argv else TRACES
+    run(count)
