@@ -6,7 +6,7 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 PHOENIX_VERSION ?= 20.26.1
 
-.PHONY: demo test bench lint services clean
+.PHONY: demo test bench soak lint services clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -40,6 +40,9 @@ $(PHOENIX)/bin/phoenix:
 
 bench: $(VENV)/.dev services $(PHOENIX)/bin/phoenix
 	$(BIN)/python -m bench
+
+soak: $(VENV)/.dev
+	$(BIN)/python -m bench.soak
 
 clean:
 	rm -rf $(VENV) .demo ragmon-data .pytest_cache .hypothesis

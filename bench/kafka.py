@@ -11,6 +11,7 @@ import time
 import uuid
 from pathlib import Path
 
+import httpx
 import msgspec
 
 from bench.otlp import answers
@@ -59,7 +60,13 @@ def kafka_once(kafka: Kafka, events: list[bytes]) -> float:
                           RAGMON_KAFKA__CATALOG_TOPIC=f"{topic}-catalog",
                           RAGMON_KAFKA__DEAD_LETTER_TOPIC=f"{topic}-dlq",
                           RAGMON_KAFKA__SAMPLES_TOPIC=f"{topic}-samples") as server:
-            while answers(server.url) < len(events):
+            while True:
+                try:
+                    if answers(server.url) >= len(events):
+                        break
+                except httpx.TransportError:
+                    raise RuntimeError(f"ragmon serve stopped answering (exit status {server.process.poll()}):\n"
+                                       f"{server.log_path.read_text()[-3000:]}") from None
                 time.sleep(0.1)
             while not committed_all(kafka, topic, group):
                 time.sleep(0.1)
@@ -69,7 +76,7 @@ def kafka_once(kafka: Kafka, events: list[bytes]) -> float:
 def run() -> dict[str, float]:
     from monitor.simulate import Simulator
 
-    simulator = Simulator(seed=29, start=time.time() - 6 * 3600, rate=2.0)
+    simulator = Simulator(seed=29, start=time.time() - TRACES / 10 - 600, rate=10.0)  # all in the past
     events = [msgspec.json.encode(e) for e in simulator.traffic(TRACES) if e["type"] == "trace"][:TRACES]
     size = statistics.mean(len(e) for e in events)
     with Kafka() as kafka:
