@@ -3,19 +3,17 @@ staleness alerts are pushed directly."""
 
 from __future__ import annotations
 
-from urllib.parse import urlsplit
+from pydantic import Field, PositiveFloat, PositiveInt, SecretStr, model_validator
 
-from pydantic import Field, PositiveFloat, PositiveInt, SecretStr, field_validator, model_validator
-
-from monitor.config_section import ConfigSection
+from monitor.config_section import ConfigSection, HttpUrlText
 
 
 class AlertsConfig(ConfigSection):
     """Alert thresholds (used by ``ragmon rules render`` and by the direct push) and the push targets."""
 
-    runbook_url: str = Field("https://github.com/ragmon/ragmon/blob/main/docs/alerts.md",
+    runbook_url: HttpUrlText = Field("https://github.com/ragmon/ragmon/blob/main/docs/alerts.md",
                              description="Runbooks page; each alert links to its own section (#alertname).")
-    dashboard_url: str | None = Field(None, description="Grafana dashboard linked from every alert.")
+    dashboard_url: HttpUrlText | None = Field(None, description="Grafana dashboard linked from every alert.")
     stale_warning_hours: PositiveFloat = Field(24.0, description="Index staleness that raises a warning.")
     stale_critical_hours: PositiveFloat = Field(72.0, description="Index staleness that raises a critical alert.")
     stale_served_ratio: PositiveFloat = Field(
@@ -36,9 +34,10 @@ class AlertsConfig(ConfigSection):
     rejected_ratio: float = Field(0.05, gt=0, lt=1, description="Share of rejected input over 10 minutes that alerts.")
     consumer_lag_messages: PositiveInt = Field(100_000, description="Kafka consumer lag that alerts.")
 
-    alertmanager_url: str | None = Field(None, description="Alertmanager to push leak and staleness alerts to "
+    alertmanager_url: HttpUrlText | None = Field(None, description="Alertmanager to push leak and staleness alerts to "
                                          "(its /api/v2/alerts), e.g. http://alertmanager:9093.")
-    webhook_url: str | None = Field(None, description="Webhook to push leak and staleness alerts to (JSON POST).")
+    webhook_url: HttpUrlText | None = Field(
+        None, description="Webhook to push leak and staleness alerts to (JSON POST).")
     webhook_token: SecretStr | None = Field(None, description="Bearer token sent to the webhook, if set.")
     timeout_seconds: PositiveFloat = Field(5.0, description="Timeout of each push request.")
     repeat_minutes: PositiveFloat = Field(240.0, description="A still-firing alert is sent to the webhook again "
@@ -48,13 +47,6 @@ class AlertsConfig(ConfigSection):
     leak_resolve_minutes: PositiveFloat = Field(
         15.0, description="A pushed leak alert resolves after this long without a new leak in its tenant and index.")
     max_active: PositiveInt = Field(1000, description="Pushed alerts tracked at most; more are counted and dropped.")
-
-    @field_validator("runbook_url", "dashboard_url", "alertmanager_url", "webhook_url")
-    @classmethod
-    def _http_url(cls, value: str | None) -> str | None:
-        if value is not None and urlsplit(value).scheme not in ("http", "https"):
-            raise ValueError("must be an http:// or https:// URL")
-        return value
 
     @model_validator(mode="after")
     def _critical_after_warning(self) -> AlertsConfig:

@@ -28,7 +28,7 @@ from pydantic import (
 )
 
 from monitor.alerts_config import AlertsConfig
-from monitor.config_section import ConfigSection
+from monitor.config_section import ConfigSection, HttpUrlText
 from monitor.redact import RedactionConfig
 from monitor.sampling import SamplingConfig
 from monitor.scheduler_config import ProbesConfig, SchedulerConfig
@@ -222,7 +222,7 @@ class KafkaConfig(ConfigSection):
 class LabelStudioConfig(ConfigSection):
     """The Label Studio instance the weekly batch is labeled in (``samples push``, ``labels pull``)."""
 
-    url: str | None = Field(None, description="Base URL, e.g. https://label-studio.example.com.")
+    url: HttpUrlText | None = Field(None, description="Base URL, e.g. https://label-studio.example.com.")
     token: SecretStr | None = Field(
         None,
         description="A personal access token (Account & Settings), or a legacy API token where the "
@@ -230,13 +230,6 @@ class LabelStudioConfig(ConfigSection):
     )
     project: str = Field("ragmon regression set", description="Title of the project the batches go to.")
     timeout_seconds: PositiveFloat = Field(30.0, description="Timeout of each request to Label Studio.")
-
-    @field_validator("url")
-    @classmethod
-    def _http_url(cls, value: str | None) -> str | None:
-        if value is not None and urlsplit(value).scheme not in ("http", "https"):
-            raise ValueError("must be an http:// or https:// URL")
-        return value.rstrip("/") if value is not None else None
 
 
 class RegressionConfig(ConfigSection):

@@ -1,10 +1,32 @@
 """The base of every configuration section (kept apart so that modules owning a section can
-define it without importing the whole configuration)."""
+define it without importing the whole configuration), and value types several sections share."""
 
-from pydantic import BaseModel, ConfigDict
+from typing import Annotated
+from urllib.parse import urlsplit
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+from pydantic import AfterValidator, BaseModel, ConfigDict
 
 
 class ConfigSection(BaseModel):
     """Unknown keys are errors; assignments are validated."""
 
     model_config = ConfigDict(extra="forbid", validate_assignment=True)
+
+
+def _zone_exists(name: str) -> str:
+    try:
+        ZoneInfo(name)
+    except (ZoneInfoNotFoundError, ValueError):
+        raise ValueError(f"unknown time zone {name!r} (an IANA name such as UTC or Europe/Berlin)") from None
+    return name
+
+
+def _http_url(value: str) -> str:
+    if urlsplit(value).scheme not in ("http", "https"):
+        raise ValueError("must be an http:// or https:// URL")
+    return value
+
+
+TimeZoneName = Annotated[str, AfterValidator(_zone_exists)]
+HttpUrlText = Annotated[str, AfterValidator(_http_url)]

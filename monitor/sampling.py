@@ -18,11 +18,11 @@ from collections.abc import Callable, Iterable
 from datetime import date, datetime, timedelta
 from enum import StrEnum
 from typing import Annotated, Literal, NamedTuple
-from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+from zoneinfo import ZoneInfo
 
 from pydantic import Field, NonNegativeInt, ValidationInfo, field_validator
 
-from monitor.config_section import ConfigSection
+from monitor.config_section import ConfigSection, TimeZoneName
 from monitor.model import TraceEvent
 from monitor.signals.results import FeedbackSignals, Outcome, Signals, TraceRef, TraceSignals
 
@@ -69,7 +69,7 @@ class SamplingConfig(ConfigSection):
         default_factory=dict, description="Weekly caps for single strata, e.g. {random: 50}."
     )
     heldout_share: float = Field(0.2, ge=0, le=1, description="Share of question fingerprints in the heldout split.")
-    time_zone: str = Field("UTC", description="Time zone in which ISO weeks start (Monday 00:00).")
+    time_zone: TimeZoneName = Field("UTC", description="Time zone in which ISO weeks start (Monday 00:00).")
     late_window_traces: int = Field(
         20_000, gt=0, description="Recent traces kept (compressed, in memory, never stored unredacted) so that "
         "a later rephrase or negative feedback can still sample them; older ones are dropped as trace_evicted.",
@@ -89,15 +89,6 @@ class SamplingConfig(ConfigSection):
         if unknown:
             raise ValueError(f"unknown stratum {', '.join(unknown)} (known: {', '.join(DEFAULT_RATES)})")
         return {**DEFAULT_RATES, **value} if info.field_name == "rates" else value
-
-    @field_validator("time_zone")
-    @classmethod
-    def _zone_exists(cls, name: str) -> str:
-        try:
-            ZoneInfo(name)
-        except (ZoneInfoNotFoundError, ValueError):
-            raise ValueError(f"unknown time zone {name!r} (an IANA name such as UTC or Europe/Berlin)") from None
-        return name
 
     def cap(self, stratum: str) -> int:
         """The weekly cap of one stratum per tenant."""

@@ -6,12 +6,10 @@ from __future__ import annotations
 import re
 from pathlib import Path
 from typing import Literal
-from urllib.parse import urlsplit
-from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from pydantic import Field, PositiveFloat, PositiveInt, SecretStr, field_validator, model_validator
 
-from monitor.config_section import ConfigSection
+from monitor.config_section import ConfigSection, HttpUrlText, TimeZoneName
 
 
 class SchedulerConfig(ConfigSection):
@@ -20,7 +18,7 @@ class SchedulerConfig(ConfigSection):
 
     embedded: bool = Field(True, description="`ragmon serve` runs the scheduler too (it still takes the lock, so "
                            "one runner across all processes); false when a separate `ragmon scheduler` runs.")
-    time_zone: str = Field("UTC", description="Time zone of the weekly pull and the retention time.")
+    time_zone: TimeZoneName = Field("UTC", description="Time zone of the weekly pull and the retention time.")
     weekly_pull_day: Literal["mon", "tue", "wed", "thu", "fri", "sat", "sun"] = Field(
         "mon", description="Day of the weekly pull (of the week before); a day name, since APScheduler 3 numbers "
         "weekdays from Monday = 0, unlike cron.")
@@ -37,15 +35,6 @@ class SchedulerConfig(ConfigSection):
     misfire_grace_seconds: PositiveInt = Field(
         3600, description="A run missed (process down, or busy) by less than this still runs once, late.")
     lock_poll_seconds: PositiveFloat = Field(5.0, description="How often a waiting scheduler tries to take the lock.")
-
-    @field_validator("time_zone")
-    @classmethod
-    def _zone_exists(cls, name: str) -> str:
-        try:
-            ZoneInfo(name)
-        except (ZoneInfoNotFoundError, ValueError):
-            raise ValueError(f"unknown time zone {name!r} (an IANA name such as UTC or Europe/Berlin)") from None
-        return name
 
     @field_validator("weekly_pull_time", "retention_time")
     @classmethod
@@ -85,7 +74,7 @@ class ProbeConfig(ConfigSection):
 class ProbesConfig(ConfigSection):
     """Canary permission probes and the retrieval endpoint they call."""
 
-    url: str | None = Field(None, description="Retrieval endpoint (HTTP POST, JSON); see docs/scheduler.md.")
+    url: HttpUrlText | None = Field(None, description="Retrieval endpoint (HTTP POST, JSON); see docs/scheduler.md.")
     callable: str | None = Field(None, description="Instead of url: a Python callable `module:function` taking "
                                  "(query, identity, index) and returning retrieved document ids.")
     auth_header: SecretStr | None = Field(None, description="Authorization header value sent to the endpoint.")
@@ -94,13 +83,6 @@ class ProbesConfig(ConfigSection):
     results_field: str = Field("passages", description="Field of the response holding the result list.")
     probes: list[ProbeConfig] = Field(default_factory=list, description="The probes, each with name, query, "
                                       "identity {id, groups, tenant}, index, must_retrieve, must_not_retrieve.")
-
-    @field_validator("url")
-    @classmethod
-    def _http_url(cls, value: str | None) -> str | None:
-        if value is not None and urlsplit(value).scheme not in ("http", "https"):
-            raise ValueError("must be an http:// or https:// URL")
-        return value
 
     @field_validator("callable")
     @classmethod
