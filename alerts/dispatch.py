@@ -67,6 +67,10 @@ class AlertDispatcher:
         self._wake.set()
         if self._thread is not None:
             self._thread.join(timeout)
+            if self._thread.is_alive():
+                log.warning("alert delivery still busy after %.0f s at shutdown; undelivered alerts are dropped",
+                            timeout)
+                return  # its clients stay open: closing them under a running send would only raise
         for notifier in self.notifiers:
             notifier.close()
 
@@ -78,7 +82,10 @@ class AlertDispatcher:
                 self.run_once()
             except Exception:  # a bug here must not end alerting for good
                 log.exception("alert dispatch failed")
-        self.run_once()
+        try:
+            self.run_once()  # the last chance for what changed just before the stop
+        except Exception:
+            log.exception("alert dispatch failed at shutdown")
 
     def scan_staleness(self, indexes: Mapping[str, tuple[float, int, list[str]]], now: float) -> None:
         """The staleness scan's findings (see :meth:`AlertBook.staleness`); delivered right away."""

@@ -3,7 +3,8 @@ and runbook. ``alerts.render`` turns them into a Prometheus rules file (and the 
 PrometheusRule); the direct push uses the same names, severities and summaries.
 
 Expressions aggregate ``by (tenant, index)`` or ``by (index)`` so that several ragmon replicas
-scraped separately count once; gauges every replica exports alike take ``max``.
+scraped separately count once: gauges every replica exports alike (index health) take ``max``,
+shares each replica holds part of (consumer lag of its partitions) take ``sum``.
 """
 
 from __future__ import annotations
@@ -50,9 +51,11 @@ def _low_score_ratio(offset: str = "") -> str:
 
 def _increased(selector: str, by: str, window: str = "10m") -> str:
     """Counters that grew within ``window``, including series born within it: a counter that
-    appears already at 1 (the first leak after a start) has no earlier sample for ``increase``."""
+    appears already at 1 (the first leak after a start) has no earlier sample for ``increase``.
+    A series counts as born only if the hour before the window never saw it, so a scrape gap
+    does not make old counts look new."""
     return (f"sum by ({by}) (increase({selector}[{window}])) > 0"
-            f" or sum by ({by}) ({selector} unless {selector} offset {window}) > 0")
+            f" or sum by ({by}) ({selector} unless last_over_time({selector}[1h] offset {window})) > 0")
 
 
 def _traffic(config: AlertsConfig) -> str:
@@ -120,7 +123,7 @@ def alert_rules(config: AlertsConfig) -> list[AlertRule]:
                   "10m", "A large share of the input is rejected",
                   "Rejected records are in the dead-letter sink with their reason; a producer likely changed."),
         AlertRule("RagmonConsumerLag", WARNING,
-                  f"max by (topic) (ragmon_consumer_lag_messages) > {config.consumer_lag_messages}", "10m",
+                  f"sum by (topic) (ragmon_consumer_lag_messages) > {config.consumer_lag_messages}", "10m",
                   "ragmon is behind on topic {{ $labels.topic }}",
                   "The consumer group lags: signals and alerts arrive late."),
         AlertRule(PROBE_LEAK, CRITICAL,

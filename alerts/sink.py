@@ -21,7 +21,7 @@ class AlertSink:
         if not isinstance(event, TraceEvent) or signals is None or not signals.access.context:
             return
         self.dispatcher.book.leak(event.tenant, event.index.name, signals.access.context, event.trace_id,
-                                  signals.access.doc_ids, observation.received_at)
+                                  signals.access.context_doc_ids, observation.received_at)
         self.dispatcher.wake()
 
     def flush(self, timeout: float) -> bool:

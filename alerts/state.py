@@ -10,6 +10,7 @@ so the same leak in the same tenant and index is one alert however often it recu
 from __future__ import annotations
 
 import hashlib
+import logging
 import threading
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
@@ -18,6 +19,8 @@ from alerts.rules import CRITICAL, INDEX_STALE, LEAK_CONTEXT, PROBE_LEAK, WARNIN
 from monitor.alerts_config import AlertsConfig
 
 MAX_IDS = 10  # trace ids and document ids carried by an alert
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -115,8 +118,9 @@ class AlertBook:
 
     def probe(self, name: str, tenant: str, leaked: list[str], now: float) -> bool:
         """Record a probe run: documents it may not read (``leaked``) fire the probe's leak
-        alert; a clean run resolves it. True when something started or resolved."""
-        labels = (("probe", name), ("severity", CRITICAL), ("tenant", tenant))
+        alert; a clean run resolves it. True when something started or resolved. The labels are
+        the rule's (probe, severity), so Alertmanager merges the two; the tenant is evidence."""
+        labels = (("probe", name), ("severity", CRITICAL))
         with self._lock:
             current = self._get(PROBE_LEAK, labels)
             firing = current is not None and not current.resolved
@@ -125,7 +129,8 @@ class AlertBook:
                     current = self._new(PROBE_LEAK, CRITICAL, labels, now, {"probe": name})
                     if current is None:
                         return False
-                self._put(replace(current, updated_at=now, count=len(leaked), doc_ids=tuple(leaked[:MAX_IDS])))
+                self._put(replace(current, updated_at=now, count=len(leaked), doc_ids=tuple(leaked[:MAX_IDS]),
+                                  figures=(("tenant", tenant),)))
                 return not firing
             if firing:
                 self._put(replace(current, ends_at=now, updated_at=now))
@@ -140,6 +145,18 @@ class AlertBook:
             for current in list(self._alerts.values()):
                 if current.name == LEAK_CONTEXT and not current.resolved and now - current.updated_at >= quiet:
                     self._put(replace(current, ends_at=now))
+                    changed = True
+        return changed
+
+    def resolve_scanned(self, now: float) -> bool:
+        """Resolve the alerts only the scheduler's scans keep up to date (staleness, probe leaks):
+        a process that stops running the scheduler can no longer resolve them, and must not keep
+        re-sending them. The new scheduler raises them again if they still hold."""
+        changed = False
+        with self._lock:
+            for current in list(self._alerts.values()):
+                if current.name in (INDEX_STALE, PROBE_LEAK) and not current.resolved:
+                    self._put(replace(current, ends_at=now, updated_at=now))
                     changed = True
         return changed
 
@@ -166,6 +183,8 @@ class AlertBook:
         firing = sum(1 for a in self._alerts.values() if not a.resolved)
         if firing >= self.config.max_active:
             self.dropped += 1
+            log.warning("alert %s not pushed: %d alerts already firing (alerts.max_active); %d dropped so far",
+                        name, firing, self.dropped)
             return None
         rule = self._text[(name, severity)]
         fill = lambda text: _fill(text, values)  # noqa: E731

@@ -197,24 +197,30 @@ class JsonlDeadLetterSink:
         """Delete the dead letters written before ``before`` (Unix seconds); returns how many.
         The file is rewritten beside itself and swapped in atomically, under the write lock."""
         cutoff = datetime.fromtimestamp(before, UTC).isoformat(timespec="milliseconds")
+        decode = msgspec.json.Decoder(_Stamp).decode
         with self._lock:
             if not self.path.exists():
                 return 0
-            kept, dropped = [], 0
-            with self.path.open("rb") as handle:
-                for line in handle:
-                    # ISO 8601 UTC stamps of one format compare as text
-                    if line.strip() and msgspec.json.decode(line, type=_Stamp).time < cutoff:
+            temporary = self.path.with_name(self.path.name + ".prune")
+            dropped = 0
+            with self.path.open("rb") as source, temporary.open("wb") as kept:
+                for line in source:  # streamed: the file may be large
+                    try:
+                        # ISO 8601 UTC stamps of one format compare as text
+                        old = bool(line.strip()) and decode(line).time < cutoff
+                    except msgspec.DecodeError:
+                        old = False  # a line we cannot read (a torn write, an edit) is kept, not lost
+                    if old:
                         dropped += 1
                     else:
-                        kept.append(line)
+                        kept.write(line)
             if dropped:
-                temporary = self.path.with_name(self.path.name + ".prune")
-                temporary.write_bytes(b"".join(kept))
                 os.replace(temporary, self.path)
                 if self._fd is not None:  # the old descriptor points at the replaced file
                     os.close(self._fd)
                     self._fd = None
+            else:
+                temporary.unlink()
             return dropped
 
     def shutdown(self) -> None:

@@ -69,7 +69,8 @@ def callable_retrieval(dotted: str) -> Retrieve:
         try:
             doc_ids = function(probe.query, probe.identity.model_dump(), probe.index)
         except Exception as error:  # the callable is the user's code: any failure is this probe's error
-            raise ProbeError(f"probes.callable raised {type(error).__name__}: {error}") from None
+            # the type only: the message could quote the probe's query
+            raise ProbeError(f"probes.callable raised {type(error).__name__}") from None
         if not isinstance(doc_ids, list | tuple) or not all(isinstance(d, str) for d in doc_ids):
             raise ProbeError("probes.callable must return a list of document id strings")
         return list(doc_ids)

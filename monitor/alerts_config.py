@@ -24,8 +24,8 @@ class AlertsConfig(ConfigSection):
     no_answer_baseline_min_ratio: float = Field(
         0.01, gt=0, lt=1, description="Last week's no-answer ratio above which a drop to exactly zero alerts.")
     min_answers_per_second: PositiveFloat = Field(
-        0.02, description="Answers per second (per tenant and index, over an hour) under which ratio alerts stay "
-        "quiet.")
+        0.02, description="Answers per second (per tenant and index, over an hour) under which the no-answer "
+        "alerts stay quiet.")
     low_score_surge_factor: PositiveFloat = Field(
         2.0, description="Low-top-score ratio as a multiple of the same hour last week that alerts.")
     low_score_min_ratio: float = Field(0.2, gt=0, lt=1, description="Low-top-score ratio below which no surge alerts.")

@@ -97,6 +97,9 @@ def replay(ctx: click.Context, file: Path, batch_size: int, retries: int, json_o
     Rejected records go to the dead-letter file; a table of accepted and rejected counts follows.
     """
     settings = _settings(ctx)
+    # a replay of past traffic must not page anyone for leaks long over: no direct push
+    settings = settings.model_copy(update={
+        "alerts": settings.alerts.model_copy(update={"alertmanager_url": None, "webhook_url": None})})
     runtime = build_runtime(settings)
     pipeline = runtime.pipeline
     stdin = str(file) == "-"
@@ -274,9 +277,12 @@ def probe_run(ctx: click.Context, as_json: bool) -> None:
     if not settings.probes.probes:
         raise click.UsageError("no probes configured (probes.probes)")
     try:
-        results = run_probes(settings.probes.probes, build_retrieval(settings.probes))
+        retrieve = build_retrieval(settings.probes)
+        results = run_probes(settings.probes.probes, retrieve)
     except ProbeError as error:
         raise click.ClickException(str(error)) from None
+    if hasattr(retrieve, "close"):
+        retrieve.close()
     if as_json:
         click.echo(json.dumps([asdict(r) for r in results], indent=2))
     else:
@@ -318,6 +324,8 @@ def demo(ctx: click.Context, traces: int, seconds: float, json_out: Path | None,
         settings = base.model_copy(update={
             "database": base.database.model_copy(update={"url": f"sqlite:///{scratch}/demo.db"}),
             "dead_letter": base.dead_letter.model_copy(update={"path": Path(scratch) / "dead-letters.jsonl"}),
+            # simulated leaks must never page anyone: the demo shows its alerts itself
+            "alerts": base.alerts.model_copy(update={"alertmanager_url": None, "webhook_url": None}),
         })
         # Simulated time runs faster than the wall clock: a few days pass in under a minute.
         simulator = Simulator(start=time.time() - 5 * 86400, rate=0.1, incidents=default_incidents(traces))

@@ -63,7 +63,7 @@ class Jobs:
         from exporters.labeling import write_batch
 
         settings = self.runtime.settings
-        week = previous_week_of(self.clock(), settings.scheduler.time_zone)
+        week = previous_week_of(self.clock(), settings.sampling.time_zone)
         store = self.runtime.samples
         batch = store.batch(week)
         write_batch(batch, Path(settings.scheduler.batch_dir) / week)
@@ -134,7 +134,8 @@ def record_probes(runtime, results: Sequence[ProbeResult], now: float) -> None:
 
 
 def previous_week_of(now: float, zone: str) -> str:
-    """The ISO week before the one holding ``now`` in ``zone``: the weekly pull's week. (Samples
-    are filed under weeks of ``sampling.time_zone``; keep the two zones the same.)"""
+    """The ISO week before the one holding ``now`` in ``zone``: the weekly pull's week. ``zone``
+    is ``sampling.time_zone``, the zone samples are filed under weeks of, so the pull never takes
+    a week the sampler is still filling."""
     year, week, _ = (datetime.fromtimestamp(now, ZoneInfo(zone)).date() - timedelta(days=7)).isocalendar()
     return f"{year:04d}-W{week:02d}"

@@ -40,11 +40,15 @@ class PostgresLock:
     def try_acquire(self) -> bool:
         if self._connection is not None:
             return self.still_held()
+        connection = None
         try:
             connection = self._engine.connect()
             got = connection.execute(text("select pg_try_advisory_lock(:key)"), {"key": ADVISORY_KEY}).scalar()
             connection.commit()
         except Exception:
+            if connection is not None:
+                with contextlib.suppress(Exception):
+                    connection.close()
             return False
         if got:
             self._connection = connection

@@ -138,12 +138,14 @@ class SampleStore:
         return out
 
     def delete_unlabeled_before(self, before: float) -> int:
-        """Retention: delete samples not labeled and stored before ``before``; returns how many.
-        Labeled samples stay: the regression set points at them."""
+        """Retention: delete queued and discarded samples stored before ``before``; returns how
+        many. Labeled samples stay (the regression set points at them), and so do exported ones:
+        their labels may still come back, and the eval reads their traces."""
         from sqlalchemy import delete
 
         with Session(self._engine) as session:
-            result = session.exec(delete(Sample).where(Sample.status != "labeled", Sample.created_at < before))
+            result = session.exec(delete(Sample).where(col(Sample.status).in_(("queued", "discarded")),
+                                                       Sample.created_at < before))
             session.commit()
             return result.rowcount or 0
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections.abc import Callable
 
 from apscheduler.schedulers.background import BackgroundScheduler
@@ -77,15 +78,24 @@ class SchedulerRunner:
 
     def _run(self) -> None:
         waiting_logged = False
+        next_reload = 0.0
         while not self._stop.is_set():
-            if not self._lock.try_acquire():
-                if not waiting_logged:
-                    log.info("scheduler standing by: another process holds the scheduler lock")
-                    waiting_logged = True
+            try:
+                if not self._lock.try_acquire():
+                    if not waiting_logged:
+                        log.info("scheduler standing by: another process holds the scheduler lock")
+                        waiting_logged = True
+                    # a standby's catalog gauges must not age: re-read the catalog as the leader does
+                    if self._jobs.reload_catalog is not None and time.monotonic() >= next_reload:
+                        next_reload = time.monotonic() + self._config.staleness_interval_seconds
+                        self._jobs.reload_catalog()
+                    self._stop.wait(self._config.lock_poll_seconds)
+                    continue
+                waiting_logged = False
+                self._lead()
+            except Exception:  # never let the scheduler thread die quietly: log, back off, try again
+                log.exception("scheduler error; retrying in %.0f s", self._config.lock_poll_seconds)
                 self._stop.wait(self._config.lock_poll_seconds)
-                continue
-            waiting_logged = False
-            self._lead()
 
     def _lead(self) -> None:
         scheduler = build_scheduler(self._config, self._jobs, self._probes)

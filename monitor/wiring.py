@@ -115,9 +115,14 @@ def build_jobs(runtime: Runtime, standalone: bool = False) -> Jobs:
 def build_scheduler(runtime: Runtime, jobs: Jobs) -> SchedulerRunner:
     """The scheduler, run by whichever process holds the scheduler lock of the database."""
     settings = runtime.settings
+
+    def on_leader(leading: bool) -> None:
+        runtime.metrics.scheduler_leader.set(1 if leading else 0)
+        if not leading and runtime.alerts is not None and runtime.alerts.book.resolve_scanned(runtime.clock()):
+            runtime.alerts.wake()
+
     return SchedulerRunner(settings.scheduler, jobs, leader_lock(settings.database.url),
-                           probes=bool(settings.probes.probes),
-                           on_leader=lambda leading: runtime.metrics.scheduler_leader.set(1 if leading else 0))
+                           probes=bool(settings.probes.probes), on_leader=on_leader)
 
 
 def _label_studio_push(settings: Settings):
@@ -282,10 +287,11 @@ def build_runtime(
     metrics = PrometheusSink(registry, settings.labels, stats, catalog, clock, sample_queue=samples.counts_by_status)
     signals = SignalEngine(settings.signals, catalog)
     dead_letters = _dead_letters(settings, clock)
+    sampler = _sampler(settings, samples)  # may refuse the config: before any thread is started
     alerts = _alert_dispatcher(settings, metrics, clock)
     pipeline = Pipeline(
         Decoder(settings.limits, clock),
-        [CatalogPersistence(engine, catalog), _sampler(settings, samples), metrics,
+        [CatalogPersistence(engine, catalog), sampler, metrics,
          *([AlertSink(alerts)] if alerts is not None else []), *extra_sinks],
         dead_letters,
         clock,

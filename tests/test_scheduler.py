@@ -183,7 +183,8 @@ def test_the_embedded_scheduler_probes_alerts_and_counts_the_leak(tmp_path, retr
                                   RAGMON_ALERTS__WEBHOOK_URL=f"{receiver.url}/hook")) as ragmon:
         _, body = receiver.wait_for("/hook", has_alert("RagmonProbeLeak", probe="mallory-no-globex"), timeout=30)
         [alert] = [a for a in body["alerts"] if a["labels"]["alertname"] == "RagmonProbeLeak"]
-        assert alert["labels"]["severity"] == "critical" and alert["annotations"]["doc_ids"] == "globex-payroll-2026"
+        assert alert["labels"] == {"alertname": "RagmonProbeLeak", "severity": "critical", "probe": "mallory-no-globex"}
+        assert alert["annotations"]["doc_ids"] == "globex-payroll-2026" and alert["annotations"]["tenant"] == "acme"
         assert "salaries" not in json.dumps(body)
         wait_until(lambda: metric(ragmon.url, "ragmon_probe_leaks_total", probe="mallory-no-globex") >= 1, 10,
                    "the leak counted")

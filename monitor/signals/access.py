@@ -64,4 +64,4 @@ def permission_violations(trace: TraceEvent, catalog: Catalog) -> AccessFindings
 
     flagged = flag_passages(trace, judge)
     unknown = sum(1 for verdict in flagged.verdicts.values() if verdict is None)
-    return AccessFindings(flagged.candidates, flagged.context, unknown, flagged.doc_ids)
+    return AccessFindings(flagged.candidates, flagged.context, unknown, flagged.doc_ids, flagged.context_doc_ids)

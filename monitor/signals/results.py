@@ -35,6 +35,7 @@ class AccessFindings:
     context: int = 0
     unknown_acl: int = 0
     doc_ids: list[str] = field(default_factory=list)  # documents behind violations, at most MAX_IDS
+    context_doc_ids: list[str] = field(default_factory=list, compare=False)  # those that reached the model
 
 
 @dataclass(slots=True)

@@ -16,6 +16,7 @@ class Flagged:
     candidates: int = 0
     context: int = 0
     doc_ids: list[str] = field(default_factory=list)  # documents behind flagged passages, at most MAX_IDS
+    context_doc_ids: list[str] = field(default_factory=list)  # those of flagged passages in the context
     verdicts: dict[str, bool | None] = field(default_factory=dict)  # passage id -> combined verdict
 
 
@@ -46,8 +47,13 @@ def flag_passages(trace: TraceEvent, judge: Callable[[Passage], bool | None]) ->
     result.candidates = len(candidates)
     result.context = len({p.id for p in context if verdicts[p.id]})
     for passages in lists:  # documents in the order they first appear
-        for passage in passages:
-            doc_id = passage.doc_id
-            if verdicts[passage.id] and doc_id and doc_id not in result.doc_ids and len(result.doc_ids) < MAX_IDS:
-                result.doc_ids.append(doc_id)
+        _add_documents(result.doc_ids, passages, verdicts)
+    _add_documents(result.context_doc_ids, context, verdicts)
     return result
+
+
+def _add_documents(out: list[str], passages, verdicts: dict[str, bool | None]) -> None:
+    for passage in passages:
+        doc_id = passage.doc_id
+        if verdicts[passage.id] and doc_id and doc_id not in out and len(out) < MAX_IDS:
+            out.append(doc_id)

@@ -108,3 +108,22 @@ def test_leaks_and_staleness_reach_the_receivers_by_both_paths(tmp_path):
         everything += json.dumps(direct_manager.alerts()) + json.dumps(rules_manager.alerts())
         for marker in MARKERS:
             assert marker not in everything
+
+
+def test_a_replay_of_past_traffic_pushes_no_alert(tmp_path):
+    import msgspec
+    from click.testing import CliRunner
+
+    from monitor.cli import main
+
+    now = time.time()
+    events = tmp_path / "events.jsonl"
+    events.write_bytes(b"\n".join(msgspec.json.encode(e) for e in [*catalog(now), leaking_trace(now)]))
+    with WebhookReceiver() as receiver:
+        result = CliRunner().invoke(main, ["replay", str(events)], env={
+            "RAGMON_DATABASE__URL": f"sqlite:///{tmp_path / 'ragmon.db'}",
+            "RAGMON_DEAD_LETTER__PATH": str(tmp_path / "dead.jsonl"),
+            "RAGMON_ALERTS__WEBHOOK_URL": f"{receiver.url}/direct"})
+        assert result.exit_code == 0, result.output
+        time.sleep(1.5)  # a push would have been sent within milliseconds
+        assert receiver.received == []

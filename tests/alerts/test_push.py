@@ -181,13 +181,26 @@ def test_a_probe_leak_fires_until_a_clean_run():
     assert d.book.probe("hr-payroll", "acme", ["payroll-2026"], clock.now)
     d.run_once()
     [alert] = hook.bodies[-1]["alerts"]
-    assert alert["labels"] == {"alertname": "RagmonProbeLeak", "severity": "critical", "probe": "hr-payroll",
-                               "tenant": "acme"}
-    assert alert["annotations"]["doc_ids"] == "payroll-2026"
+    assert alert["labels"] == {"alertname": "RagmonProbeLeak", "severity": "critical", "probe": "hr-payroll"}
+    assert alert["annotations"]["doc_ids"] == "payroll-2026" and alert["annotations"]["tenant"] == "acme"
     assert not d.book.probe("hr-payroll", "acme", ["payroll-2026"], clock.now + 300)  # still the same alert
     assert d.book.probe("hr-payroll", "acme", [], clock.now + 600)
     d.run_once()
     assert hook.bodies[-1]["alerts"][0]["status"] == "resolved"
+
+
+def test_a_process_that_stops_scheduling_resolves_the_alerts_only_scans_keep():
+    clock, hook = Clock(), Receiver()
+    d = dispatcher(clock, webhook(hook))
+    d.scan_staleness({"hr": (30 * 3600.0, 1, ["d1"])}, clock.now)
+    d.book.probe("p", "acme", ["x"], clock.now)
+    d.book.leak("acme", "hr", 1, "t1", ["d1"], clock.now)
+    d.run_once()
+    assert d.book.resolve_scanned(clock.now + 5)
+    d.run_once()
+    resolved = {a["labels"]["alertname"]: a["status"] for a in hook.bodies[-1]["alerts"]}
+    assert resolved == {"RagmonIndexStale": "resolved", "RagmonProbeLeak": "resolved"}
+    assert [a.name for a in d.book.alerts()] == ["RagmonPermissionLeakContext"]  # leaks are the collectors'
 
 
 def test_alerts_beyond_the_bound_are_counted_not_kept():
@@ -200,7 +213,8 @@ def test_alerts_beyond_the_bound_are_counted_not_kept():
 
 def trace_with_leak(marker: str) -> Observation:
     event = TraceEvent(trace_id="t-leak", time=1.0, query=f"{marker} query", index=IndexRef("hr"), tenant="acme")
-    signals = type("S", (), {"access": AccessFindings(candidates=1, context=1, doc_ids=["doc-secret"])})()
+    signals = type("S", (), {"access": AccessFindings(candidates=2, context=1, doc_ids=["doc-filtered", "doc-secret"],
+                                                      context_doc_ids=["doc-secret"])})()
     return Observation(event, "http", time.time(), signals)
 
 
@@ -239,3 +253,4 @@ def test_payloads_hold_counts_ids_and_links_and_nothing_else(config):
         expected = {"summary", "description", "runbook_url", "count", "trace_ids", "doc_ids"}
         assert set(body["annotations"]) == expected | ({"dashboard_url"} if config else set())
         assert "MARKER" not in json.dumps(body)
+        assert body["annotations"]["doc_ids"] == "doc-secret"  # what reached the model, not what was filtered

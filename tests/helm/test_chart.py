@@ -32,7 +32,9 @@ VALUE_SETS = {
                "--set", "serviceMonitor.additionalLabels.release=kube-prometheus-stack",
                "--set", "prometheusRule.additionalLabels.release=kube-prometheus-stack",
                "--set", "secrets.RAGMON_DATABASE__URL.name=ragmon-db",
-               "--set", "secrets.RAGMON_DATABASE__URL.key=url"],
+               "--set", "secrets.RAGMON_DATABASE__URL.key=url",
+               "--set", "secrets.RAGMON_LABEL_STUDIO__TOKEN.name=ragmon-ls",
+               "--set", "secrets.RAGMON_LABEL_STUDIO__TOKEN.key=token"],
     "embedded-scheduler": ["--set", "scheduler.enabled=false", "--set", "dashboards.enabled=false",
                            "--set", "serviceMonitor.enabled=false",
                            "--set", "collector.podDisruptionBudget.enabled=false"],
@@ -132,6 +134,14 @@ def test_monitoring_objects_follow_the_crds_and_carry_the_generated_content():
     for text in dashboards["data"].values():
         variables = {v["name"]: v for v in json.loads(text)["templating"]["list"]}
         assert variables["datasource"]["type"] == "datasource" and "${DS_" not in text
+
+
+def test_a_database_shared_by_every_pod_is_required():
+    without = helm("template", "rag", str(CHART), "--kube-version", KUBE, "--set", "secrets.RAGMON_DATABASE__URL=null")
+    assert without.returncode != 0 and "every ragmon pod must share one PostgreSQL database" in without.stderr
+    in_config = render("--set", "secrets.RAGMON_DATABASE__URL=null",
+                       "--set", "config.database.url=postgresql+psycopg://ragmon@db/ragmon")
+    assert any(d["kind"] == "Deployment" for d in in_config)
 
 
 def test_the_values_schema_refuses_a_typo_and_a_wrong_type():

@@ -213,3 +213,14 @@ def test_a_leak_shown_only_by_the_context_copy_is_counted_at_both_stages():
     )
     found = permission_violations(trace, Catalog())
     assert (found.candidates, found.context, found.unknown_acl, found.doc_ids) == (1, 1, 0, ["d9"])
+
+
+def test_the_documents_that_reached_the_model_are_named_apart_from_the_filtered_ones():
+    from monitor.model import Caller, IndexRef, Passage, Retrieval, TraceEvent
+
+    secret = lambda pid, doc: Passage(id=pid, doc_id=doc, acl=["group:hr"])  # noqa: E731
+    trace = TraceEvent(trace_id="t", time=1.0, query="q", index=IndexRef("kb"), caller=Caller("u", ["staff"]),
+                       retrievals=[Retrieval("vector", [secret("a", "filtered-doc"), secret("b", "leaked-doc")])],
+                       context=[secret("b", "leaked-doc")])
+    findings = permission_violations(trace, Catalog())
+    assert findings.doc_ids == ["filtered-doc", "leaked-doc"] and findings.context_doc_ids == ["leaked-doc"]
