@@ -64,6 +64,7 @@ def test_only_one_scheduler_runs_jobs_and_the_other_takes_over(postgres, tmp_pat
         took = time.monotonic() - killed_at
         wait_until(lambda: runs(standby) >= 3, 30, "jobs running on the new leader")
         assert took < 10
+        print(f"\ntakeover {took:.1f} s after SIGKILL (lock poll 0.5 s)")
     finally:
         first.stop()
         second.stop()
