@@ -41,7 +41,8 @@ $(PHOENIX)/bin/phoenix:
 bench: $(VENV)/.dev services $(PHOENIX)/bin/phoenix
 	$(BIN)/python -m bench
 
-soak: $(VENV)/.dev
+soak: $(VENV)/.dev services
+	$(BIN)/python -m bench.kill_soak
 	$(BIN)/python -m bench.soak
 
 clean:
