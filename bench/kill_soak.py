@@ -30,6 +30,7 @@ DOCUMENTS = 100_000
 TRACES = 100_000
 KILLS = 10
 MAX_BATCH = 200
+UNCAPPED = "10000000"  # a weekly cap keeps the first leaks it sees, and arrival order differs between runs
 
 
 def counted(url: str) -> float:
@@ -48,7 +49,8 @@ def clean_leaks(traces: list[dict], scratch: Path) -> set[str]:
     from monitor.wiring import build_runtime
 
     runtime = build_runtime(load_settings(environ={"RAGMON_DATABASE__URL": f"sqlite:///{scratch / 'clean.db'}",
-                                                   "RAGMON_DEAD_LETTER__PATH": str(scratch / "clean-dead.jsonl")}),
+                                                   "RAGMON_DEAD_LETTER__PATH": str(scratch / "clean-dead.jsonl"),
+                                                   "RAGMON_SAMPLING__WEEKLY_CAP": UNCAPPED}),
                             registry=CollectorRegistry())
     for start in range(0, len(traces), 500):
         runtime.pipeline.process([RawRecord("file", encode(t)) for t in traces[start:start + 500]])
@@ -80,7 +82,7 @@ def run(seed: int = 7) -> bool:
         env = {"RAGMON_KAFKA__BOOTSTRAP_SERVERS": f'["{kafka.bootstrap_servers}"]', "RAGMON_KAFKA__TRACES_TOPIC": topic,
                "RAGMON_KAFKA__DEAD_LETTER_TOPIC": dlq, "RAGMON_KAFKA__CATALOG_TOPIC": catalog,
                "RAGMON_KAFKA__GROUP_ID": group, "RAGMON_KAFKA__MAX_BATCH": str(MAX_BATCH),
-               "RAGMON_SCHEDULER__EMBEDDED": "false"}
+               "RAGMON_SCHEDULER__EMBEDDED": "false", "RAGMON_SAMPLING__WEEKLY_CAP": UNCAPPED}
         (scratch / "run").mkdir()
         seen_by_processes = 0.0
         started = time.monotonic()
