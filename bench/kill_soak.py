@@ -19,11 +19,9 @@ import time
 import uuid
 from pathlib import Path
 
-import httpx
-
 from bench.otlp import answers
 from tests.collectors.kafka_support import committed, encode, end_offsets, key_of, new_topic, produce
-from tests.ragmon_process import RagmonServer
+from tests.ragmon_process import RagmonServer, scraped
 from tests.services.harness import Kafka
 
 DOCUMENTS = 100_000
@@ -35,9 +33,7 @@ UNCAPPED = "10000000"  # a weekly cap keeps the first leaks it sees, and arrival
 
 def counted(url: str) -> float:
     """Events this process accepted or rejected, from its /metrics."""
-    text = httpx.get(f"{url}/metrics", timeout=10).text
-    return sum(float(line.rsplit(" ", 1)[1]) for line in text.splitlines()
-               if line.startswith(("ragmon_events_total{", "ragmon_rejected_events_total{")))
+    return scraped(url, "ragmon_events_total") + scraped(url, "ragmon_rejected_events_total")
 
 
 def clean_leaks(traces: list[dict], scratch: Path) -> set[str]:

@@ -9,7 +9,6 @@ import gc
 import sys
 import tempfile
 import time
-from pathlib import Path
 
 import msgspec
 from prometheus_client import CollectorRegistry
@@ -18,18 +17,12 @@ TRACES = 2_000_000
 BATCH = 500
 
 
-def rss_mb() -> float:
-    for line in Path("/proc/self/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1]) / 1024
-    return float("nan")
-
-
 def run(traces: int = TRACES) -> dict[str, float]:
     from monitor.config import load_settings
     from monitor.records import RawRecord
     from monitor.simulate import Simulator
     from monitor.wiring import build_runtime
+    from tests.ragmon_process import rss_mb
 
     checkpoints = {traces // 10: "early", traces: "end"}
     figures: dict[str, float] = {}

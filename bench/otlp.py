@@ -19,7 +19,7 @@ from pathlib import Path
 
 import httpx
 
-from tests.ragmon_process import RagmonServer
+from tests.ragmon_process import RagmonServer, scraped
 from tests.services.harness import CACHE, free_port
 
 TRACES = 10_000
@@ -75,9 +75,8 @@ def post_all(url: str, bodies: list[bytes], clients: int = 2) -> None:
 
 
 def answers(url: str) -> float:
-    text = httpx.get(f"{url}/metrics", timeout=10).text
-    return sum(float(line.rsplit(" ", 1)[1]) for line in text.splitlines()
-               if line.startswith("ragmon_answers_total{"))
+    """Traces ragmon has processed, from its /metrics."""
+    return scraped(url, "ragmon_answers_total")
 
 
 def ragmon_once(bodies: list[bytes], traces: int) -> float:

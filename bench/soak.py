@@ -14,16 +14,9 @@ from pathlib import Path
 import httpx
 import msgspec
 
-from tests.ragmon_process import RagmonServer
+from tests.ragmon_process import RagmonServer, rss_mb
 
 BATCH = 200
-
-
-def rss_mb(pid: int) -> float:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1]) / 1024
-    return float("nan")
 
 
 def run(minutes: float = 30.0) -> bool:

@@ -13,6 +13,23 @@ import httpx
 from tests.services.harness import free_port
 
 
+def scraped(url: str, name: str, **labels: str) -> float:
+    """The sum of the samples of metric ``name`` (matching ``labels``) on ``url``/metrics."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    text = httpx.get(f"{url}/metrics", timeout=10).text
+    return sum(sample.value for family in text_string_to_metric_families(text) for sample in family.samples
+               if sample.name == name and all(sample.labels.get(k) == v for k, v in labels.items()))
+
+
+def rss_mb(pid: int | str = "self") -> float:
+    """Resident memory of a process, in MB (Linux)."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    raise RuntimeError(f"no VmRSS for process {pid}")
+
+
 class RagmonServer:
     """Starts `ragmon serve` (or another serving command, e.g. `scheduler`) on a free port with its
     store and dead-letter file in ``scratch``; ``env`` adds RAGMON_ settings. Outer RAGMON_

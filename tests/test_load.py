@@ -6,25 +6,17 @@ from __future__ import annotations
 import threading
 import time
 from collections import Counter
-from pathlib import Path
 
 import httpx
 import msgspec
 import pytest
 
 from monitor.simulate import Simulator
-from tests.ragmon_process import RagmonServer
+from tests.ragmon_process import RagmonServer, rss_mb
 
 pytestmark = pytest.mark.integration
 
 BATCH = 200  # events per request
-
-
-def rss_mb(pid: int) -> float:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1]) / 1024
-    raise AssertionError("no VmRSS")
 
 
 def test_twice_the_capacity_is_refused_with_retry_after_and_memory_stays_bounded(tmp_path):

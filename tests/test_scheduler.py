@@ -11,24 +11,17 @@ import time
 import uuid
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
-import httpx
 import pytest
 from click.testing import CliRunner
-from prometheus_client.parser import text_string_to_metric_families
 
 from monitor.cli import main
 from monitor.leader import PostgresLock
 from monitor.store import make_engine, upgrade
 from tests.alerts.webhook_receiver import WebhookReceiver, has_alert
 from tests.ragmon_process import RagmonServer
+from tests.ragmon_process import scraped as metric
 
 pytestmark = pytest.mark.integration
-
-
-def metric(url: str, name: str, **labels: str) -> float:
-    text = httpx.get(f"{url}/metrics", timeout=5).text
-    return sum(sample.value for family in text_string_to_metric_families(text) for sample in family.samples
-               if sample.name == name and all(sample.labels.get(k) == v for k, v in labels.items()))
 
 
 def wait_until(condition, timeout: float, what: str) -> None:
