@@ -20,6 +20,7 @@ import uuid
 from pathlib import Path
 
 from bench.otlp import answers
+from tests.clean_run import UNCAPPED, clean_run_samples, leaks_of
 from tests.collectors.kafka_support import committed, encode, end_offsets, key_of, new_topic, produce
 from tests.ragmon_process import RagmonServer, scraped
 from tests.services.harness import Kafka
@@ -28,31 +29,11 @@ DOCUMENTS = 100_000
 TRACES = 100_000
 KILLS = 10
 MAX_BATCH = 200
-UNCAPPED = "10000000"  # a weekly cap keeps the first leaks it sees, and arrival order differs between runs
 
 
 def counted(url: str) -> float:
     """Events this process accepted or rejected, from its /metrics."""
     return scraped(url, "ragmon_events_total") + scraped(url, "ragmon_rejected_events_total")
-
-
-def clean_leaks(traces: list[dict], scratch: Path) -> set[str]:
-    from prometheus_client import CollectorRegistry
-
-    from monitor.config import load_settings
-    from monitor.records import RawRecord
-    from monitor.sample_store import SampleStore
-    from monitor.wiring import build_runtime
-
-    runtime = build_runtime(load_settings(environ={"RAGMON_DATABASE__URL": f"sqlite:///{scratch / 'clean.db'}",
-                                                   "RAGMON_DEAD_LETTER__PATH": str(scratch / "clean-dead.jsonl"),
-                                                   "RAGMON_SAMPLING__WEEKLY_CAP": UNCAPPED}),
-                            registry=CollectorRegistry())
-    for start in range(0, len(traces), 500):
-        runtime.pipeline.process([RawRecord("file", encode(t)) for t in traces[start:start + 500]])
-    leaks = {s.trace_id for s in SampleStore(runtime.engine).find() if "permission_violation" in s.strata}
-    runtime.close()
-    return leaks
 
 
 def run(seed: int = 7) -> bool:
@@ -71,7 +52,8 @@ def run(seed: int = 7) -> bool:
     keys = [key_of(e, trace_keys) or f"d{i % 97}".encode() for i, e in enumerate(events)]
     with tempfile.TemporaryDirectory(prefix="ragmon-kill-") as scratch_name, Kafka() as kafka:
         scratch = Path(scratch_name)
-        expected_leaks = clean_leaks(traces, scratch)
+        expected_leaks = leaks_of(clean_run_samples([encode(t) for t in traces], scratch / "clean",
+                                                    RAGMON_SAMPLING__WEEKLY_CAP=UNCAPPED))
         topic, dlq, catalog = new_topic(kafka, 6, "traces"), new_topic(kafka, 1, "dlq"), new_topic(kafka, 1, "cat")
         produce(kafka, topic, values, keys)
         group = f"g-{uuid.uuid4().hex[:6]}"

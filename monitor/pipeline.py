@@ -14,7 +14,8 @@ it after a back-off; records are therefore delivered at least once, never lost.
 
 A batch becomes durable before anything is counted: durable sinks (catalog, samples) take and
 flush it first, then its dead letters are written in one go. Only then do the other sinks
-(metrics) see it, so a batch that is refused and retried is not counted twice.
+(metrics) see it, so a batch that is refused and retried is not counted twice. Its retry reuses the
+signals computed for its traces the first time, so the stateful signals see each trace once.
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ from typing import Any, Protocol
 
 from monitor.decode import Decoder
 from monitor.errors import InvalidInput, Retryable
-from monitor.model import Event
+from monitor.model import Event, TraceEvent
 from monitor.records import DeadLetter, RawRecord
 from monitor.signals.results import Signals
 
@@ -220,6 +221,10 @@ class Pipeline:
         self._dead_letters = dead_letters
         self._clock = clock
         self._flush_timeout = flush_timeout
+        # Signals of the traces of the last refused batch, by trace id: its retry reuses them, so the
+        # stateful signals (score baselines, rephrase memory) neither see those traces twice nor judge
+        # them differently the second time. Cleared by the next batch that goes through.
+        self._refused: dict[str, Signals | None] = {}
 
     def process(self, records: Sequence[RawRecord]) -> BatchResult:
         """Handle one batch. Returns only when its effects are durable.
@@ -246,15 +251,25 @@ class Pipeline:
                 rejections.append(Rejection(position, error.reason.value, error.detail))
                 rejected[(record.source, error.reason.value)] += 1
                 continue
-            signals = analyze(event) if analyze is not None else None
+            if analyze is None:
+                signals = None
+            elif isinstance(event, TraceEvent) and event.trace_id in self._refused:
+                signals = self._refused[event.trace_id]
+            else:
+                signals = analyze(event)
             observations.append(Observation(event, record.source, now, signals))
             accepted[(record.source, type(event).__struct_config__.tag)] += 1
-        self._durable.consume(observations)
-        failed = self._durable.flush(self._flush_timeout)
-        if failed:
-            raise Retryable(f"sinks could not persist the batch: {', '.join(failed)}")
-        if letters:
-            self._dead_letters.write(letters)
+        try:
+            self._durable.consume(observations)
+            failed = self._durable.flush(self._flush_timeout)
+            if failed:
+                raise Retryable(f"sinks could not persist the batch: {', '.join(failed)}")
+            if letters:
+                self._dead_letters.write(letters)
+        except Retryable:
+            self._refused = {o.event.trace_id: o.signals for o in observations if isinstance(o.event, TraceEvent)}
+            raise
+        self._refused = {}
         # Durable now: from here on nothing refuses the batch, so nothing is counted twice.
         self._volatile.consume(observations)
         self._volatile.flush(self._flush_timeout)

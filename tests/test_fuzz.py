@@ -1,16 +1,18 @@
 """Fuzzing the ingest: 100k mutated events (truncated, wrong types, huge strings, deep nesting,
-invalid UTF-8, NaN, future times, flipped bytes, ...) through `/v1/events`, and mutated OTLP
-bodies through `/v1/traces`. No crash, no hang, no 5xx; every event accounted for as accepted or
-dead-lettered with a closed-enum reason."""
+invalid UTF-8, NaN, future times, flipped bytes, ...) through `/v1/events` and through a Kafka
+topic, and mutated OTLP bodies through `/v1/traces`. No crash, no hang, no 5xx; every event
+accounted for as accepted or dead-lettered with a closed-enum reason."""
 
 from __future__ import annotations
 
 import json
 import random
 import time
+import uuid
 from collections import Counter
 
 import msgspec
+import pytest
 from prometheus_client import CollectorRegistry
 from starlette.testclient import TestClient
 
@@ -19,7 +21,8 @@ from collectors.http import build_app
 from monitor.config import load_settings
 from monitor.errors import Reason
 from monitor.simulate import Simulator
-from monitor.wiring import build_otlp, build_runtime
+from monitor.wiring import build_otlp, build_runtime, build_sources
+from tests.collectors.kafka_support import committed, end_offsets, new_topic, produce, read_all, wait_for
 
 EVENTS = 100_000
 BATCH = 1000
@@ -145,3 +148,47 @@ def test_mutated_otlp_bodies_get_4xx_or_partial_success_never_a_crash(tmp_path):
         otlp.shutdown(timeout=10)
         runtime.close()
     assert statuses[200] > 100 and statuses[400] > 100
+
+
+@pytest.mark.integration
+def test_a_hundred_thousand_mutated_events_through_kafka(kafka, tmp_path):
+    """The same mutations as records of a traces topic (3 partitions): the consumer keeps going
+    (the dead-letter ratio guard is off for this), commits the log end, and every record is counted
+    as accepted or is in the dead-letter topic with a closed-enum reason and its origin."""
+    rng = random.Random(4321)
+    simulator = Simulator(seed=4, start=time.time() - 86400, rate=5.0)
+    traces = [e for e in simulator.traffic(3000) if e["type"] == "trace"]
+    values = [mutate(rng, rng.choice(traces)) for _ in range(EVENTS)]
+    topic, dlq, catalog = new_topic(kafka, 3, "fuzz"), new_topic(kafka, 1, "dlq"), new_topic(kafka, 1, "cat")
+    produce(kafka, topic, values)
+    group = f"fuzz-{uuid.uuid4().hex[:6]}"
+    settings = load_settings(environ={
+        "RAGMON_DATABASE__URL": f"sqlite:///{tmp_path / 'ragmon.db'}",
+        "RAGMON_KAFKA__BOOTSTRAP_SERVERS": f'["{kafka.bootstrap_servers}"]', "RAGMON_KAFKA__TRACES_TOPIC": topic,
+        "RAGMON_KAFKA__DEAD_LETTER_TOPIC": dlq, "RAGMON_KAFKA__CATALOG_TOPIC": catalog,
+        "RAGMON_KAFKA__GROUP_ID": group, "RAGMON_KAFKA__MAX_DEAD_LETTER_RATIO": "1"})
+    runtime = build_runtime(settings, registry=CollectorRegistry())
+    sources = build_sources(runtime)
+    started = time.monotonic()
+    for source in sources:
+        source.start()
+    try:
+        ends = end_offsets(kafka, topic)
+        wait_for(lambda: committed(kafka, group, topic) == ends, 300, "the group to commit the log end")
+        assert all(source.error is None for source in sources)
+    finally:
+        for source in sources:
+            assert source.shutdown(timeout=30)
+    elapsed = time.monotonic() - started
+    accepted, rejected = runtime.pipeline.stats.snapshot()
+    runtime.close()
+    n_accepted, n_rejected = sum(accepted.values()), sum(rejected.values())
+    assert n_accepted + n_rejected == EVENTS and n_accepted > 5000
+    letters = read_all(kafka, dlq, timeout=120)
+    reasons = Counter(dict(m.headers)["ragmon.reason"].decode() for m in letters)
+    assert reasons == Counter({reason: n for (_, reason), n in rejected.items()})  # each once, none lost
+    assert set(reasons) <= {reason.value for reason in Reason} and len(reasons) >= 8
+    assert {(int(dict(m.headers)["ragmon.origin.partition"]), int(dict(m.headers)["ragmon.origin.offset"]))
+            for m in letters}.__len__() == n_rejected
+    print(f"\n{EVENTS} mutated events through Kafka in {elapsed:.0f} s: {n_accepted} accepted, "
+          f"{n_rejected} dead-lettered, reasons {dict(reasons)}")

@@ -22,6 +22,7 @@ from monitor.config import load_settings
 from monitor.pipeline import Processor
 from monitor.simulate import CORRUPTIONS, Incident, Simulator, corrupt
 from monitor.wiring import build_runtime, build_sources
+from tests.clean_run import clean_run_samples, leaks_of
 from tests.collectors.contract import (  # noqa: F401  (the contract tests run here)
     SourceHarness,
     test_a_refused_batch_is_retried_and_nothing_is_lost,
@@ -168,7 +169,7 @@ def test_a_killed_consumer_loses_nothing(kafka, tmp_path):
     leaking = Simulator(seed=17, start=time.time() - 2 * 86400, rate=5.0,
                         incidents=[Incident("leak", "globex", "handbook", start=0, rate=0.3)])
     traces = [e for e in leaking.traffic(3000) if e["type"] == "trace"]
-    expected_leaks = leak_samples(traces, tmp_path / "clean")
+    expected_leaks = leaks_of(clean_run_samples([encode(t) for t in traces], tmp_path / "clean"))
     assert len(expected_leaks) > 50
     trace_keys: dict = {}
     values += [encode(t) for t in traces]
@@ -199,21 +200,6 @@ def test_a_killed_consumer_loses_nothing(kafka, tmp_path):
     origins = {(int(dict(m.headers)["ragmon.origin.partition"]), int(dict(m.headers)["ragmon.origin.offset"]))
                for m in letters}
     assert len(origins) == bad_offsets_expected  # each malformed record dead-lettered (at least once)
-
-
-def leak_samples(traces: list[dict], scratch) -> list[str]:
-    """The traces a clean, uninterrupted run samples as permission violations."""
-    scratch.mkdir()
-    runtime = build_runtime(load_settings(environ={"RAGMON_DATABASE__URL": f"sqlite:///{scratch / 'clean.db'}",
-                                                   "RAGMON_DEAD_LETTER__PATH": str(scratch / "dead.jsonl")}),
-                            registry=CollectorRegistry())
-    from monitor.records import RawRecord
-    from monitor.sample_store import SampleStore
-
-    runtime.pipeline.process([RawRecord("file", encode(t)) for t in traces])
-    leaks = [s.trace_id for s in SampleStore(runtime.engine).find() if "permission_violation" in s.strata]
-    runtime.close()
-    return leaks
 
 
 def test_two_consumers_split_the_partitions_and_keying_keeps_rephrases_together(kafka, tmp_path):
@@ -326,3 +312,12 @@ def test_otlp_traces_can_be_forwarded_to_the_traces_topic_keyed_by_caller(kafka,
     assert event["trace_id"] == trace_id and event["caller"]["id"] == "u-123"
     assert runtime.pipeline.stats.snapshot() == ({}, {})  # forwarded, not processed here
     runtime.close()
+
+
+def test_record_checksums_are_computed_natively():
+    """kafka-python checks every record batch's CRC-32C; without the `crc32c` package it does so
+    in pure Python, which caps a consumer at a few thousand 3 KB messages per second."""
+    from kafka.record import util
+
+    assert util.crc32c_c is not None and util._crc32c is util.crc32c_c
+    assert util.calc_crc32c(b"123456789") == 0xE3069283  # the CRC-32C check value

@@ -99,6 +99,28 @@ def test_a_dead_letter_sink_that_cannot_store_fails_the_batch():
     assert len(metrics.observations) == 1
 
 
+def test_a_retried_batch_reuses_the_signals_of_its_refused_attempt():
+    """The signals keep state (score baselines, rephrase memory): a retried batch must neither
+    feed them its traces twice nor be judged differently the second time."""
+    calls: list[str] = []
+
+    def analyze(event):
+        calls.append(getattr(event, "trace_id", ""))
+        return f"signals of attempt {len(calls)}"
+
+    store, metrics, dlq = MemorySink("store", durable=True), MemorySink("metrics"), MemoryDeadLetters()
+    pipeline = Pipeline(Decoder(Limits(), lambda: NOW), [store, metrics], dlq, clock=lambda: NOW, analyze=analyze)
+    store.fail_with = Retryable("database down")
+    with pytest.raises(Retryable):
+        pipeline.process(records(GOOD, FEEDBACK))
+    store.fail_with = None
+    pipeline.process(records(GOOD, FEEDBACK))
+    assert calls == ["t1", "t1", "t1"]  # the trace analyzed once; feedback (stateless) each time
+    assert [o.signals for o in metrics.observations] == ["signals of attempt 1", "signals of attempt 3"]
+    pipeline.process(records(GOOD))  # a batch after a success is analyzed afresh
+    assert len(calls) == 4
+
+
 def test_a_sink_that_cannot_flush_fails_the_batch():
     class Unflushable(MemorySink):
         def flush(self, timeout):

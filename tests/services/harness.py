@@ -249,9 +249,15 @@ class Postgres(Service):
         if user:
             initdb = ["runuser", "-u", user, "--", *initdb]
         _run(initdb, "initdb", cwd=self.dir)
-        self._spawn([str(bindir / "postgres"), "-D", str(data), "-p", str(self.port),
-                     "-c", "listen_addresses=127.0.0.1", "-c", f"unix_socket_directories={self.dir}",
-                     "-c", "fsync=off", "-c", "max_connections=100"], user=user)
+        self._argv = [str(bindir / "postgres"), "-D", str(data), "-p", str(self.port),
+                      "-c", "listen_addresses=127.0.0.1", "-c", f"unix_socket_directories={self.dir}",
+                      "-c", "fsync=off", "-c", "max_connections=100"]
+        self._user = user
+        self.resume()
+
+    def resume(self) -> None:
+        """Start the server (again, after :meth:`halt`) on the same port and data."""
+        self._spawn(self._argv, user=self._user)
         self._wait_until(self._ready, "accepting connections")
 
     def _ready(self) -> bool:

@@ -1,0 +1,38 @@
+"""What an uninterrupted run samples: the reference the fault tests compare a disturbed run with."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+#: A weekly cap keeps the first samples it sees, and arrival order across partitions differs
+#: between runs; comparisons across partitions use no cap.
+UNCAPPED = "10000000"
+
+
+def clean_run_samples(values: Sequence[bytes], scratch: Path, batch: int = 500, **environ: str) -> dict[str, set[str]]:
+    """Feed ``values`` (encoded events) through one in-process pipeline on SQLite in ``scratch``,
+    in order and in batches of ``batch``; return each sampled trace id with its strata.
+    ``environ`` adds RAGMON_ settings (e.g. ``RAGMON_SAMPLING__WEEKLY_CAP``)."""
+    from prometheus_client import CollectorRegistry
+
+    from monitor.config import load_settings
+    from monitor.records import RawRecord
+    from monitor.sample_store import SampleStore
+    from monitor.wiring import build_runtime
+
+    scratch.mkdir(parents=True, exist_ok=True)
+    settings = load_settings(environ={"RAGMON_DATABASE__URL": f"sqlite:///{scratch / 'clean.db'}",
+                                      "RAGMON_DEAD_LETTER__PATH": str(scratch / "clean-dead.jsonl"), **environ})
+    runtime = build_runtime(settings, registry=CollectorRegistry())
+    try:
+        for start in range(0, len(values), batch):
+            runtime.pipeline.process([RawRecord("file", value) for value in values[start:start + batch]])
+        return {sample.trace_id: set(sample.strata) for sample in SampleStore(runtime.engine).find()}
+    finally:
+        runtime.close()
+
+
+def leaks_of(samples: dict[str, set[str]]) -> set[str]:
+    """The trace ids sampled as permission violations."""
+    return {trace_id for trace_id, strata in samples.items() if "permission_violation" in strata}
