@@ -134,7 +134,6 @@ def parse_json(body: bytes) -> list[Span]:
 
 # --- mapping -------------------------------------------------------------------------------------
 
-_DOCUMENT = re.compile(r"^(retrieval\.documents|reranker\.output_documents)\.(\d+)\.document\.(\w+)$")
 _PASSAGE_KEYS = ("doc_id", "doc_version", "span", "acl", "indexed_at", "source_modified_at", "embedding_model")
 _CHAT = ("chat", "text_completion", "generate_content")
 
@@ -155,11 +154,16 @@ def _metadata(value: Any) -> dict[str, Any]:
 
 
 def _documents(attributes: dict[str, Any], prefix: str) -> list[dict[str, Any]]:
+    """The passages flattened into ``<prefix>.<n>.document.<field>`` attributes, in order of n."""
     found: dict[int, dict[str, Any]] = {}
+    head = prefix + "."
     for key, value in attributes.items():
-        match = _DOCUMENT.match(key)
-        if match and match.group(1) == prefix:
-            found.setdefault(int(match.group(2)), {})[match.group(3)] = value
+        if not key.startswith(head):
+            continue
+        # string methods, not a regular expression: this runs for every attribute of every passage
+        number, dot, field = key[len(head):].partition(".document.")
+        if dot and field and number.isdecimal():
+            found.setdefault(int(number), {})[field] = value
     passages = []
     for _, document in sorted(found.items()):
         passage: dict[str, Any] = {"id": str(document.get("id", ""))}
@@ -216,6 +220,15 @@ def feedback_event(span: Span) -> dict[str, Any] | None:
     return event
 
 
+def _attribute(spans: list[Span], key: str) -> Any:
+    """The first value of attribute ``key`` that is not None, in the order of ``spans``."""
+    for span in spans:
+        value = span.attributes.get(key)
+        if value is not None:
+            return value
+    return None
+
+
 def trace_event(spans: list[Span]) -> dict[str, Any]:
     """All spans of one OTel trace as one ragmon trace event (validated later by the decoder)."""
     spans = sorted(spans, key=lambda s: s.start_ns)
@@ -224,9 +237,7 @@ def trace_event(spans: list[Span]) -> dict[str, Any]:
     meta: dict[str, Any] = {}
     for span in [*reversed(spans), root]:  # the root's metadata wins, then earlier spans
         meta.update(_metadata(span.attributes.get("metadata")))
-    attrs: dict[str, Any] = {}
-    for span in [*reversed(spans), root]:
-        attrs.update({k: v for k, v in span.attributes.items() if v is not None})
+    precedence = [root, *spans]  # for caller and conversation: the root's attribute, else the earliest span's
 
     retrievals, latency, usage = [], {"retrieve": 0.0, "rerank": 0.0, "generate": 0.0}, {}
     query = answer = None
@@ -274,13 +285,13 @@ def trace_event(spans: list[Span]) -> dict[str, Any]:
     }
     if meta.get("index_version"):
         event["index"]["version"] = str(meta["index_version"])
-    caller_id = attrs.get("user.id") or attrs.get("enduser.id")
+    caller_id = _attribute(precedence, "user.id") or _attribute(precedence, "enduser.id")
     groups = meta.get("groups")
     if caller_id or groups:
         event["caller"] = {"groups": [str(g) for g in groups] if isinstance(groups, list) else []}
         if caller_id:
             event["caller"]["id"] = str(caller_id)
-    conversation = attrs.get("session.id") or attrs.get("gen_ai.conversation.id")
+    conversation = _attribute(precedence, "session.id") or _attribute(precedence, "gen_ai.conversation.id")
     if conversation:
         event["conversation_id"] = str(conversation)
     if answer is not None or "abstained" in meta:

@@ -21,7 +21,14 @@ from monitor.cli_eval import eval_command
 from monitor.cli_labels import labels
 from monitor.cli_samples import samples
 from monitor.config import ConfigError, Settings, effective_config, load_settings
-from monitor.wiring import build_jobs, build_otlp, build_runtime, build_scheduler, build_sources
+from monitor.wiring import (
+    build_jobs,
+    build_otlp,
+    build_runtime,
+    build_scheduler,
+    build_sources,
+    settle_start_up_objects,
+)
 
 EXAMPLE_EVENTS = Path(__file__).parent / "examples" / "events.jsonl"
 
@@ -101,6 +108,7 @@ def replay(ctx: click.Context, file: Path, batch_size: int, retries: int, json_o
     settings = settings.model_copy(update={
         "alerts": settings.alerts.model_copy(update={"alertmanager_url": None, "webhook_url": None})})
     runtime = build_runtime(settings)
+    settle_start_up_objects()
     pipeline = runtime.pipeline
     stdin = str(file) == "-"
     total = None if stdin else file.stat().st_size
@@ -184,6 +192,7 @@ def serve(ctx: click.Context, host: str | None, port: int | None) -> None:
     sources = [*build_sources(runtime), *([otlp] if otlp is not None else [])]
     scheduler = build_scheduler(runtime, build_jobs(runtime)) if settings.scheduler.embedded else None
     token = settings.http.token.get_secret_value() if settings.http.token else None
+    settle_start_up_objects()
     server: uvicorn.Server
 
     def start_sources() -> None:

@@ -47,6 +47,7 @@ class Observation:
     received_at: float  # Unix seconds when the pipeline accepted it
     signals: Signals | None = None
     sampling: Any = None  # what the sampler did with it (monitor.sampler.SamplingOutcome), for the metrics
+    data: bytes = b""  # the record as received (bytes-like), kept by the sampler for late strata
 
 
 class Sink(Protocol):
@@ -257,7 +258,7 @@ class Pipeline:
                 signals = self._refused[event.trace_id]
             else:
                 signals = analyze(event)
-            observations.append(Observation(event, record.source, now, signals))
+            observations.append(Observation(event, record.source, now, signals, data=record.data))
             accepted[(record.source, type(event).__struct_config__.tag)] += 1
         try:
             self._durable.consume(observations)

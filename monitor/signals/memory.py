@@ -6,6 +6,7 @@ from __future__ import annotations
 import re
 import threading
 from collections import OrderedDict
+from collections.abc import Collection
 
 from monitor.signals.results import TraceRef
 
@@ -13,21 +14,22 @@ _WORDS = re.compile(r"\w+")
 MAX_TOKENS = 64  # distinct words kept per question: memory stays small whatever the query's size
 
 
-def question_tokens(text: str) -> frozenset[int]:
+def question_tokens(text: str) -> tuple[int, ...]:
     """Normalized words of a question (lower-cased word characters, punctuation dropped), the
-    first :data:`MAX_TOKENS` distinct ones, kept as hashes."""
-    tokens: dict[int, None] = {}
-    for match in _WORDS.finditer(text.casefold()):
-        tokens[hash(match.group())] = None
-        if len(tokens) >= MAX_TOKENS:
-            break
-    return frozenset(tokens)
+    first :data:`MAX_TOKENS` distinct ones, kept as hashes.
+
+    A tuple, not a set: the rephrase memory holds many, and a tuple of ints drops out of the
+    cyclic garbage collector's scans where a set would stay in them.
+    """
+    return tuple(dict.fromkeys(map(hash, _WORDS.findall(text.casefold()))))[:MAX_TOKENS]
 
 
-def jaccard(a: frozenset, b: frozenset) -> float:
+def jaccard(a: Collection[int], b: Collection[int]) -> float:
+    """Jaccard similarity of two collections of distinct items."""
     if not a and not b:
         return 1.0
-    return len(a & b) / len(a | b)
+    common = len(frozenset(a).intersection(b))
+    return common / (len(a) + len(b) - common)
 
 
 class RecentTraces:
@@ -66,7 +68,9 @@ class RephraseDetector:
         self._min_jaccard = min_jaccard
         self._callers = callers
         self._per_caller = per_caller
-        self._recent: OrderedDict[str, list[tuple[TraceRef, frozenset[int]]]] = OrderedDict()
+        # per caller, a tuple of (trace, question tokens) pairs: tuples of untracked items, so the
+        # garbage collector skips them (a list would be scanned on every full collection)
+        self._recent: OrderedDict[str, tuple[tuple[TraceRef, tuple[int, ...]], ...]] = OrderedDict()
         self._lock = threading.Lock()
 
     def check(self, caller: str, ref: TraceRef, question: str) -> TraceRef | None:
@@ -76,22 +80,28 @@ class RephraseDetector:
             self._forget_idle(ref.time)
             history = self._recent.get(caller)
             if history is None:
-                history = self._recent[caller] = []
-                if len(self._recent) > self._callers:
-                    self._recent.popitem(last=False)
+                history = ()
             else:
                 self._recent.move_to_end(caller)
-            if any(previous.trace_id == ref.trace_id for previous, _ in history):
-                return None  # already seen: a redelivery, not a question asked again
+            for previous, _ in history:
+                if previous.trace_id == ref.trace_id:
+                    return None  # already seen: a redelivery, not a question asked again
             earlier = None
+            token_set, size, least = frozenset(tokens), len(tokens), self._min_jaccard
             for previous, previous_tokens in reversed(history):
-                close = 0 <= ref.time - previous.time <= self._window
-                if close and jaccard(tokens, previous_tokens) >= self._min_jaccard:
+                if not 0 <= ref.time - previous.time <= self._window:
+                    continue
+                # |a & b| <= min size and |a | b| >= max size: sets too different in size cannot reach
+                # the similarity, and most pairs are ruled out without building the intersection.
+                other = len(previous_tokens)
+                if min(size, other) < least * max(size, other):
+                    continue
+                if jaccard(token_set, previous_tokens) >= least:
                     earlier = previous
                     break
-            history.append((ref, tokens))
-            if len(history) > self._per_caller:
-                del history[0]
+            self._recent[caller] = (*history[max(0, len(history) + 1 - self._per_caller):], (ref, tokens))
+            if len(self._recent) > self._callers:
+                self._recent.popitem(last=False)
             return earlier
 
     def _forget_idle(self, now: float) -> None:

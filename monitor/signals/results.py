@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from enum import StrEnum
 
+import msgspec
+
 from monitor.model import Latency, Usage
 
 MAX_IDS = 10  # ids kept per finding for alerts (SPEC §4: up to 10 trace and document ids)
@@ -17,9 +19,11 @@ class Outcome(StrEnum):
     UNKNOWN = "unknown"  # the trace carries no answer
 
 
-@dataclass(slots=True, frozen=True)
-class TraceRef:
-    """The little that is remembered of a recent trace, to join late signals to it."""
+class TraceRef(msgspec.Struct, frozen=True, gc=False):
+    """The little that is remembered of a recent trace, to join late signals to it.
+
+    Hundreds of thousands are held (recent traces, rephrase memory): ``gc=False`` keeps them out
+    of the cyclic garbage collector's scans, which they cannot be part of (strings and a float)."""
 
     trace_id: str
     tenant: str

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+from bisect import bisect_left, insort
 from collections import OrderedDict, deque
 from collections.abc import Collection, Mapping
 
@@ -13,44 +14,44 @@ from monitor.signals.results import RetrievalFinding
 class ScoreBaselines:
     """Trailing top scores per (index, retriever) and their low percentile.
 
-    Keeps the last ``window`` scores of each key and at most ``max_keys`` keys (least recently
-    used dropped). The percentile is recomputed every ``refresh`` new scores, not on every one.
+    Keeps the last ``window`` scores of each key, both in arrival order and sorted (kept sorted
+    by insertion, so the percentile is exact after every score at the cost of a binary search and
+    a memory move, instead of a sort of the window), and at most ``max_keys`` keys (least recently
+    used dropped). NaN scores have no rank and are ignored.
     """
 
-    def __init__(self, percentile: float, min_samples: int, window: int,
-                 max_keys: int = 1000, refresh: int = 100) -> None:
+    def __init__(self, percentile: float, min_samples: int, window: int, max_keys: int = 1000) -> None:
         self._fraction = percentile / 100.0
         self._min_samples = min_samples
         self._window = window
         self._max_keys = max_keys
-        self._refresh = refresh
-        self._scores: OrderedDict[tuple[str, str], deque[float]] = OrderedDict()
-        self._cut: dict[tuple[str, str], tuple[float, int]] = {}  # key -> (percentile, scores added since)
+        self._scores: OrderedDict[tuple[str, str], tuple[deque[float], list[float]]] = OrderedDict()
+        self._cut: dict[tuple[str, str], float] = {}
         self._lock = threading.Lock()
 
     def threshold(self, key: tuple[str, str]) -> float | None:
         """The trailing percentile for ``key``, once enough scores were seen."""
-        cut = self._cut.get(key)
-        return None if cut is None else cut[0]
+        return self._cut.get(key)
 
     def observe(self, key: tuple[str, str], score: float) -> None:
+        if score != score:  # NaN
+            return
         with self._lock:
-            scores = self._scores.get(key)
-            if scores is None:
-                scores = self._scores[key] = deque(maxlen=self._window)
+            kept = self._scores.get(key)
+            if kept is None:
+                kept = self._scores[key] = (deque(), [])
                 if len(self._scores) > self._max_keys:
                     dropped, _ = self._scores.popitem(last=False)
                     self._cut.pop(dropped, None)
             else:
                 self._scores.move_to_end(key)
-            scores.append(score)
-            cut = self._cut.get(key)
-            since = cut[1] + 1 if cut is not None else len(scores)
-            if len(scores) >= self._min_samples and (cut is None or since >= self._refresh):
-                ordered = sorted(scores)
-                self._cut[key] = (ordered[int(self._fraction * (len(ordered) - 1))], 0)
-            elif cut is not None:
-                self._cut[key] = (cut[0], since)
+            arrived, ordered = kept
+            if len(arrived) == self._window:
+                del ordered[bisect_left(ordered, arrived.popleft())]
+            arrived.append(score)
+            insort(ordered, score)
+            if len(ordered) >= self._min_samples:
+                self._cut[key] = ordered[int(self._fraction * (len(ordered) - 1))]
 
 
 def top_score(scores: list[float | None]) -> float | None:

@@ -67,21 +67,28 @@ def test_thresholds_are_kept_per_index_and_retriever():
                                           ("archive", "bm25"))] == [0.8, 12.0, 0.3, None]
 
 
-def test_threshold_is_refreshed_every_refresh_scores_not_on_every_score():
-    scores = baselines(percentile=50.0, min_samples=3, refresh=4)
+def test_threshold_follows_every_score():
+    scores = baselines(percentile=50.0, min_samples=3)
     key = ("policies", "vector")
     for s in (0.1, 0.2, 0.3):
         scores.observe(key, s)
     assert scores.threshold(key) == 0.2
-    for _ in range(3):
-        scores.observe(key, 0.9)
-    assert scores.threshold(key) == 0.2  # three new scores: not yet refreshed
     scores.observe(key, 0.9)
-    assert scores.threshold(key) == 0.9  # [0.1, 0.2, 0.3, 0.9 x4] -> sorted[int(0.5 * 6)]
+    assert scores.threshold(key) == 0.2  # [0.1, 0.2, 0.3, 0.9] -> sorted[int(0.5 * 3)]
+    scores.observe(key, 0.9)
+    assert scores.threshold(key) == 0.3
+
+
+def test_nan_scores_are_ignored():
+    scores = baselines(percentile=50.0, min_samples=1, window=2)
+    key = ("policies", "vector")
+    for s in (0.4, float("nan"), 0.6, float("nan"), 0.8):
+        scores.observe(key, s)
+    assert scores.threshold(key) == 0.6  # the window holds 0.6 and 0.8
 
 
 def test_threshold_uses_only_the_trailing_window():
-    scores = baselines(percentile=5.0, min_samples=2, window=3, refresh=1)
+    scores = baselines(percentile=5.0, min_samples=2, window=3)
     key = ("policies", "vector")
     for s in (0.1, 0.2, 0.7, 0.8, 0.9):
         scores.observe(key, s)
@@ -114,7 +121,7 @@ def test_a_dropped_key_starts_over_with_min_samples():
 @given(st.lists(st.floats(min_value=-1e6, max_value=1e6), min_size=1, max_size=60),
        st.integers(min_value=1, max_value=60))
 def test_threshold_is_always_one_of_the_window_scores(values, min_samples):
-    scores = baselines(percentile=5.0, min_samples=min_samples, window=20, refresh=1)
+    scores = baselines(percentile=5.0, min_samples=min_samples, window=20)
     for v in values:
         scores.observe(("i", "r"), v)
     cut = scores.threshold(("i", "r"))
@@ -193,7 +200,7 @@ def test_first_score_below_everything_before_min_samples_is_not_low():
 
 
 def test_percentile_is_judged_before_the_new_score_joins():
-    scores = ScoreBaselines(50.0, 3, 100, refresh=1)
+    scores = ScoreBaselines(50.0, 3, 100)
     for s in (0.1, 0.2, 0.3):
         retrieval_findings(make_trace(("vector", [s])), {}, scores, KEYWORD)
     assert scores.threshold(("policies", "vector")) == 0.2
