@@ -1,7 +1,9 @@
 """The OTLP/HTTP trace receiver: ``POST /v1/traces`` (protobuf or JSON, optionally gzip).
 
 The spans of one OTel trace can arrive in several requests, so spans wait in a bounded
-assembler until no new span of their trace came for ``wait`` seconds; the trace is then mapped
+assembler until no new span of their trace came for ``wait`` seconds, or for ``root_grace``
+seconds once its root span (the one without a parent, which ends and is exported last) has come;
+the trace is then mapped
 to one ragmon trace event (``collectors.otlp_spans``) and goes through the pipeline like any
 other record (decoded, validated, dead-lettered if wrong), or is forwarded to the traces topic.
 
@@ -46,6 +48,7 @@ class AssemblerFull(Exception):
 class _Pending:
     spans: list[Span] = field(default_factory=list)
     last_seen: float = 0.0
+    rooted: bool = False  # its root span has arrived
 
 
 class TraceAssembler:
@@ -56,8 +59,12 @@ class TraceAssembler:
     a trace's bound are counted as rejected.
     """
 
-    def __init__(self, wait: float, max_traces: int, max_spans: int, clock: Callable[[], float] = time.monotonic):
+    def __init__(self, wait: float, max_traces: int, max_spans: int, clock: Callable[[], float] = time.monotonic,
+                 root_grace: float | None = None):
+        """``root_grace``: how long a trace whose root span arrived waits for stragglers (other
+        services' spans); at most ``wait``, which it defaults to."""
         self._wait = wait
+        self._root_grace = wait if root_grace is None else min(root_grace, wait)
         self._max_traces = max_traces
         self._max_spans = max_spans
         self._clock = clock
@@ -81,21 +88,24 @@ class TraceAssembler:
                     continue
                 pending.spans.append(span)
                 pending.last_seen = now
+                if not span.parent_id:
+                    pending.rooted = True
                 self._traces.move_to_end(span.trace_id)
             return rejected
 
     def due(self, everything: bool = False) -> list[list[Span]]:
-        """Remove and return the traces quiet for ``wait`` seconds (all of them if ``everything``)."""
-        horizon = self._clock() - self._wait
-        out = []
+        """Remove and return the traces quiet for ``wait`` seconds, or for ``root_grace`` seconds
+        with their root span in (all of them if ``everything``), oldest first."""
+        now = self._clock()
+        horizon, rooted_horizon = now - self._wait, now - self._root_grace
         with self._lock:
-            while self._traces:
-                trace_id, pending = next(iter(self._traces.items()))
-                if not everything and pending.last_seen > horizon:
-                    break
-                del self._traces[trace_id]
-                out.append(pending.spans)
-        return out
+            ready = []
+            for trace_id, pending in self._traces.items():  # in order of their last span
+                if pending.last_seen > rooted_horizon and not everything:
+                    break  # this one and all after it heard from too recently
+                if everything or pending.rooted or pending.last_seen <= horizon:
+                    ready.append(trace_id)
+            return [self._traces.pop(trace_id).spans for trace_id in ready]
 
     def __len__(self) -> int:
         return len(self._traces)

@@ -168,6 +168,12 @@ class OtlpConfig(ConfigSection):
     assembly_wait_seconds: PositiveFloat = Field(
         5.0, description="A trace is complete once no span of it arrived for this long."
     )
+    root_grace_seconds: PositiveFloat = Field(
+        1.0, description="A trace whose root span (no parent; it ends, and is exported, last) arrived is complete "
+        "once no span of it arrived for this long. Spans another service exports later start a second, partial "
+        "trace: set it to `assembly_wait_seconds` (its cap) to always wait that long. Traces held at once are "
+        "about the traffic rate times this, within `max_pending_traces`.",
+    )
     max_pending_traces: PositiveInt = Field(
         10_000, description="Traces being assembled at most; beyond it, 503 with Retry-After."
     )

@@ -218,7 +218,8 @@ def build_otlp(runtime: Runtime):
         return None
     from collectors.otlp import OtlpReceiver, TraceAssembler
 
-    assembler = TraceAssembler(config.assembly_wait_seconds, config.max_pending_traces, config.max_spans_per_trace)
+    assembler = TraceAssembler(config.assembly_wait_seconds, config.max_pending_traces, config.max_spans_per_trace,
+                               root_grace=config.root_grace_seconds)
     if config.forward_to_kafka and runtime.settings.kafka.bootstrap_servers:
         from kafka.errors import KafkaError
 

@@ -157,6 +157,31 @@ def test_the_assembler_waits_for_quiet_traces_and_keeps_its_bounds():
     assert [len(t) for t in assembler.due(everything=True)] == [1]
 
 
+def test_a_trace_whose_root_span_arrived_waits_only_the_root_grace():
+    from collectors.otlp_spans import Span
+
+    clock = FakeClock()
+    assembler = TraceAssembler(wait=5.0, max_traces=10, max_spans=10, clock=clock, root_grace=1.0)
+    child = lambda trace, n: Span(trace, f"{n:016x}", "f" * 16, "child", 0, 1)  # noqa: E731
+    root = lambda trace: Span(trace, "f" * 16, "", "root", 0, 2)  # noqa: E731
+    assembler.add([child("a" * 32, 1), child("b" * 32, 1)])
+    clock.now = 0.5
+    assembler.add([root("a" * 32)])  # a is complete: its root came
+    assembler.add([child("c" * 32, 1)])
+    clock.now = 1.4
+    assert assembler.due() == []
+    clock.now = 1.5
+    [ready] = assembler.due()  # a, although b (no root yet) is older
+    assert {s.span_id for s in ready} == {"f" * 16, f"{1:016x}"} and ready[0].trace_id == "a" * 32
+    clock.now = 5.0
+    assert [t[0].trace_id for t in assembler.due()] == ["b" * 32]  # rootless: the full wait
+    assert [t[0].trace_id for t in assembler.due(everything=True)] == ["c" * 32]
+    capped = TraceAssembler(wait=0.5, max_traces=10, max_spans=10, clock=clock, root_grace=1.0)
+    capped.add([child("d" * 32, 1)])
+    clock.now += 0.5
+    assert len(capped.due()) == 1  # the grace never exceeds the wait
+
+
 @pytest.fixture
 def server(tmp_path):
     """`ragmon serve`'s app in this process (uvicorn in a thread), with a memory sink to look at."""
