@@ -119,6 +119,21 @@ class Answer:
     headers: dict[str, str] = field(default_factory=dict)
 
 
+def _mapped(spans: list[Span]) -> dict[str, Any]:
+    """The trace event of ``spans``. Should the mapping fail (a bug: it is meant to take any
+    attribute values), the trace is not dropped: it becomes an event without its required fields,
+    which the pipeline dead-letters with the error beside the trace id, and the failure is logged."""
+    try:
+        return trace_event(spans)
+    except Exception as error:
+        # The message may quote attribute values (queries, passages): it goes to the dead letter,
+        # which is access-controlled like the data, and only the error's type to the log.
+        log.error("could not map the spans of an OTLP trace to a trace event (%s); dead-lettered",
+                  type(error).__name__)
+        log.debug("mapping failure", exc_info=True)
+        return {"type": "trace", "trace_id": spans[0].trace_id, "mapping_error": f"{type(error).__name__}: {error}"}
+
+
 class OtlpReceiver:
     """Parses export requests into the assembler; a background thread delivers quiet traces."""
 
@@ -171,13 +186,17 @@ class OtlpReceiver:
 
     def _run(self) -> None:
         while not self._stop.wait(self._interval):
-            self._flush()
+            try:
+                self._flush()
+            except Exception as error:  # a bug must not end delivery for every later trace
+                log.error("delivering assembled traces failed (%s)", type(error).__name__)
+                log.debug("delivery failure", exc_info=True)
 
     def _flush(self, everything: bool = False) -> None:
         traces = self._assembler.due(everything)
         if not traces:
             return
-        events = [trace_event(spans) for spans in traces]
+        events = [_mapped(spans) for spans in traces]
         records = self._records(events)
         delays = self._retry.delays()
         while True:

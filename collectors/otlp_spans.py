@@ -141,14 +141,19 @@ _CHAT = ("chat", "text_completion", "generate_content")
 _json = msgspec.json.Decoder().decode  # JSON inside attribute values; several times faster than json.loads
 
 
+def _parsed(value: str) -> Any:
+    """JSON inside an attribute value; None when it is not JSON (or nested beyond reason)."""
+    try:
+        return _json(value)
+    except (ValueError, RecursionError):
+        return None
+
+
 def _metadata(value: Any) -> dict[str, Any]:
     if isinstance(value, dict):
         return value
     if isinstance(value, str):
-        try:
-            parsed = _json(value)
-        except ValueError:
-            return {}
+        parsed = _parsed(value)
         return parsed if isinstance(parsed, dict) else {}
     return {}
 
@@ -179,10 +184,7 @@ def _documents(attributes: dict[str, Any], prefix: str) -> list[dict[str, Any]]:
 
 def _genai_documents(value: Any) -> list[dict[str, Any]]:
     if isinstance(value, str):
-        try:
-            value = _json(value)
-        except ValueError:
-            return []
+        value = _parsed(value)
     if not isinstance(value, list):
         return []
     passages = []
@@ -199,13 +201,22 @@ def _genai_answer(value: Any) -> str | None:
     if isinstance(value, str):
         try:
             value = _json(value)
-        except ValueError:
-            return value
+        except (ValueError, RecursionError):
+            return value  # plain text
     for message in value if isinstance(value, list) else []:
-        for part in (message or {}).get("parts", []) if isinstance(message, dict) else []:
+        parts = message.get("parts") if isinstance(message, dict) else None
+        for part in parts if isinstance(parts, list) else []:
             if isinstance(part, dict) and part.get("type") == "text" and part.get("content"):
                 return str(part["content"])
     return None
+
+
+def _count(value: Any) -> int | None:
+    """A token count as an integer; None for what is not a finite number."""
+    try:
+        return int(value)
+    except (TypeError, ValueError, OverflowError):
+        return None
 
 
 def feedback_event(span: Span) -> dict[str, Any] | None:
@@ -268,9 +279,9 @@ def trace_event(spans: list[Span]) -> dict[str, Any]:
             answer = a.get("output.value") or _genai_answer(a.get("gen_ai.output.messages")) or answer
             for name, keys in (("input_tokens", ("llm.token_count.prompt", "gen_ai.usage.input_tokens")),
                                ("output_tokens", ("llm.token_count.completion", "gen_ai.usage.output_tokens"))):
-                value = next((a[k] for k in keys if a.get(k) is not None), None)
+                value = next((_count(a[k]) for k in keys if _count(a.get(k)) is not None), None)
                 if value is not None:
-                    usage[name] = usage.get(name, 0) + int(value)
+                    usage[name] = usage.get(name, 0) + value
     if str(root.attributes.get("openinference.span.kind", "")).upper() in ("CHAIN", "AGENT"):
         query = root.attributes.get("input.value", query)
         answer = root.attributes.get("output.value", answer)
@@ -295,8 +306,9 @@ def trace_event(spans: list[Span]) -> dict[str, Any]:
     if conversation:
         event["conversation_id"] = str(conversation)
     if answer is not None or "abstained" in meta:
+        citations = meta.get("citations")
         event["answer"] = {"text": None if answer is None else str(answer),
-                           "citations": [str(c) for c in meta.get("citations") or []]}
+                           "citations": [str(c) for c in citations] if isinstance(citations, list) else []}
         if isinstance(meta.get("abstained"), bool):
             event["answer"]["abstained"] = meta["abstained"]
     if usage:

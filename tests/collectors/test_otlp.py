@@ -4,6 +4,7 @@ answer status."""
 
 from __future__ import annotations
 
+import base64
 import gzip
 import json
 import threading
@@ -180,6 +181,50 @@ def test_a_trace_whose_root_span_arrived_waits_only_the_root_grace():
     capped.add([child("d" * 32, 1)])
     clock.now += 0.5
     assert len(capped.due()) == 1  # the grace never exceeds the wait
+
+
+def test_attribute_values_of_any_type_map_without_an_error():
+    from collectors.otlp_spans import Span, trace_event
+
+    root = Span("a" * 32, "1" * 16, "", "rag", 0, 10**9, {
+        "openinference.span.kind": "CHAIN", "input.value": "q", "output.value": "a",
+        "metadata": '{"citations": 3, "groups": "g", "tenant": {"x": 1}, "abstained": "no"}'})
+    llm = Span("a" * 32, "2" * 16, "1" * 16, "llm", 0, 10**9, {
+        "openinference.span.kind": "LLM", "llm.token_count.prompt": "many", "llm.token_count.completion": float("nan"),
+        "gen_ai.usage.output_tokens": float("inf"), "gen_ai.output.messages": '[{"parts": 5}, 3, null]'})
+    chat = Span("a" * 32, "3" * 16, "1" * 16, "chat", 0, 10**9, {
+        "gen_ai.operation.name": "chat", "gen_ai.output.messages": "[" * 100_000 + "]" * 100_000})
+    event = trace_event([root, llm, chat])
+    assert event["answer"]["citations"] == [] and "caller" in event and "usage" not in event
+
+
+def test_a_trace_the_mapping_fails_on_is_dead_lettered_and_delivery_goes_on(tmp_path, monkeypatch):
+    import collectors.otlp as otlp_module
+    from collectors.files import read_dead_letters
+    from collectors.otlp_spans import Span
+
+    settings = load_settings(environ={"RAGMON_DATABASE__URL": f"sqlite:///{tmp_path / 'ragmon.db'}",
+                                      "RAGMON_DEAD_LETTER__PATH": str(tmp_path / "dead.jsonl")})
+    runtime = build_runtime(settings, registry=CollectorRegistry())
+    original = otlp_module.trace_event
+
+    def fragile(spans):
+        if spans[0].trace_id == "b" * 32:
+            raise TypeError("cannot map 'secret query'")
+        return original(spans)
+
+    monkeypatch.setattr(otlp_module, "trace_event", fragile)
+    clock = FakeClock()
+    receiver = OtlpReceiver(TraceAssembler(1.0, 10, 10, clock=clock), lambda r, e: runtime.pipeline.process(r))
+    root = lambda trace: Span(trace, "f" * 16, "", "rag", 10**18, 10**18 + 1, {"input.value": "q"})  # noqa: E731
+    receiver._assembler.add([root("a" * 32), root("b" * 32), root("c" * 32)])
+    clock.now = 2.0
+    receiver._flush()
+    accepted, rejected = runtime.pipeline.stats.snapshot()
+    assert accepted == {("otlp", "trace"): 2} and rejected == {("otlp", "missing_field"): 1}
+    [letter] = read_dead_letters(tmp_path / "dead.jsonl")
+    assert b"TypeError: cannot map" in base64.b64decode(letter["raw_base64"])
+    runtime.close()
 
 
 @pytest.fixture
