@@ -109,7 +109,7 @@ def fill(disk: Path) -> Path:
                 out.write(chunk)
         except OSError as error:
             assert error.errno == errno.ENOSPC
-        with contextlib.suppress(OSError):  # the last partial block, byte by byte is too slow: small chunks
+        with contextlib.suppress(OSError):  # then small writes take what is left of the last block
             while True:
                 out.write(b"\0" * 512)
     return ballast
