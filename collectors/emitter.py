@@ -30,11 +30,13 @@ class KafkaTransport:
 
     @staticmethod
     def producer(bootstrap_servers: list[str], **options: Any):
-        """An idempotent, all-replicas-acknowledged producer, as the emitter expects."""
+        """An idempotent, all-replicas-acknowledged producer, as the emitter expects. Batches of up
+        to 256 KB per partition (``batch_size`` in ``options`` overrides it): with kafka-python's
+        16 KB default, every five 3 KB traces to a partition cost a request of their own."""
         from kafka import KafkaProducer
 
-        return KafkaProducer(bootstrap_servers=bootstrap_servers, acks="all", enable_idempotence=True,
-                             linger_ms=5, **options)
+        return KafkaProducer(**{"bootstrap_servers": bootstrap_servers, "acks": "all", "enable_idempotence": True,
+                                "linger_ms": 5, "batch_size": 256 * 1024, **options})
 
     def send(self, event: dict[str, Any], key: str | None) -> None:
         self._producer.send(self._topic, value=self._encode(event), key=key.encode() if key else None)

@@ -176,8 +176,11 @@ def _dead_letters(settings: Settings, clock: Callable[[], float]) -> DeadLetterS
 
         from collectors.kafka import KafkaDeadLetterSink
 
-        producer = KafkaProducer(acks="all", retries=5, linger_ms=5, client_id="ragmon-dead-letters",
-                                 **settings.kafka.client_options())
+        # A batch's letters go to one partition; kafka-python sends one producer batch per partition
+        # per request, so the 16 KB default took a round trip per five 3 KB letters (400 letters:
+        # 160 ms, against 35 ms with 256 KB).
+        producer = KafkaProducer(acks="all", retries=5, linger_ms=5, batch_size=256 * 1024,
+                                 client_id="ragmon-dead-letters", **settings.kafka.client_options())
         return KafkaDeadLetterSink(producer, settings.kafka.dead_letter_topic, settings.dead_letter.max_raw_bytes)
     return JsonlDeadLetterSink(settings.dead_letter.path, settings.dead_letter.max_raw_bytes, clock=clock)
 
