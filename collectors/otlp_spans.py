@@ -279,7 +279,7 @@ def trace_event(spans: list[Span]) -> dict[str, Any]:
             answer = a.get("output.value") or _genai_answer(a.get("gen_ai.output.messages")) or answer
             for name, keys in (("input_tokens", ("llm.token_count.prompt", "gen_ai.usage.input_tokens")),
                                ("output_tokens", ("llm.token_count.completion", "gen_ai.usage.output_tokens"))):
-                value = next((_count(a[k]) for k in keys if _count(a.get(k)) is not None), None)
+                value = next((n for n in (_count(a.get(k)) for k in keys) if n is not None), None)
                 if value is not None:
                     usage[name] = usage.get(name, 0) + value
     if str(root.attributes.get("openinference.span.kind", "")).upper() in ("CHAIN", "AGENT"):
