@@ -15,6 +15,7 @@ import httpx
 import msgspec
 
 from bench.otlp import answers
+from tests.collectors.kafka_support import committed, end_offsets, new_topic, produce
 from tests.ragmon_process import RagmonServer
 from tests.services.harness import Kafka
 
@@ -23,38 +24,11 @@ RUNS = 3
 PARTITIONS = 6
 
 
-def produce(kafka: Kafka, topic: str, events: list[bytes]) -> None:
-    from kafka import KafkaProducer
-    from kafka.admin import KafkaAdminClient, NewTopic
-
-    admin = KafkaAdminClient(bootstrap_servers=kafka.bootstrap_servers)
-    admin.create_topics([NewTopic(topic, PARTITIONS, 1)])
-    admin.close()
-    producer = KafkaProducer(bootstrap_servers=kafka.bootstrap_servers, linger_ms=20, batch_size=256 * 1024,
-                             compression_type=None)
-    for number, event in enumerate(events):
-        producer.send(topic, event, key=str(number % 997).encode())
-    producer.flush(120)
-    producer.close()
-
-
-def committed_all(kafka: Kafka, topic: str, group: str) -> bool:
-    from kafka import KafkaConsumer, TopicPartition
-
-    consumer = KafkaConsumer(bootstrap_servers=kafka.bootstrap_servers, group_id=group, enable_auto_commit=False)
-    try:
-        partitions = [TopicPartition(topic, p) for p in range(PARTITIONS)]
-        ends = consumer.end_offsets(partitions)
-        return all((consumer.committed(tp) or 0) >= ends[tp] for tp in partitions)
-    finally:
-        consumer.close()
-
-
 def kafka_once(kafka: Kafka, events: list[bytes]) -> tuple[float, float]:
     """(steady rate, rate including the process start) in traces/s. The steady rate counts from
     the first processed trace (after start-up and the group join) to the last committed offset."""
-    topic, group = f"bench-{uuid.uuid4().hex[:8]}", f"bench-{uuid.uuid4().hex[:8]}"
-    produce(kafka, topic, events)
+    topic, group = new_topic(kafka, PARTITIONS, "bench"), f"bench-{uuid.uuid4().hex[:8]}"
+    produce(kafka, topic, events, [str(number % 997).encode() for number in range(len(events))])
     with tempfile.TemporaryDirectory(prefix="ragmon-bench-") as scratch:
         started = time.perf_counter()
         first: tuple[float, float] | None = None
@@ -74,7 +48,8 @@ def kafka_once(kafka: Kafka, events: list[bytes]) -> tuple[float, float]:
                 if done >= len(events):
                     break
                 time.sleep(0.05)
-            while not committed_all(kafka, topic, group):
+            ends = end_offsets(kafka, topic)
+            while committed(kafka, group, topic) != ends:
                 time.sleep(0.05)
             finished = time.perf_counter()
     assert first is not None

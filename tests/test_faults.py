@@ -16,6 +16,7 @@ from pathlib import Path
 import httpx
 import msgspec
 import pytest
+from sqlalchemy import text
 
 from collectors.files import read_dead_letters
 from monitor.sample_store import SampleStore
@@ -79,8 +80,6 @@ def test_a_postgresql_restart_under_the_kafka_consumer_pauses_it_and_loses_nothi
     assert "database unavailable" in log or "store:" in log  # the pause was reported
     engine = make_engine(url)
     with engine.connect() as connection:
-        from sqlalchemy import text
-
         stored = {row[0] for row in connection.execute(text("select doc_id from catalog_document"))}
     assert stored == {d["doc_id"] for d in documents}
     samples = {s.trace_id: set(s.strata) for s in SampleStore(engine).find()}
