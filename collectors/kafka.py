@@ -1,4 +1,5 @@
-"""Kafka (scaled mode): the traces consumer group, the catalog reader, and the dead-letter topic.
+"""Kafka (scaled mode): the traces consumer group. The catalog reader it waits for is in
+``collectors.kafka_catalog``, the dead-letter topic in ``collectors.kafka_dead_letters``.
 
 Delivery is at least once. A batch's offsets are committed only after ``process`` returned for
 it, which means its effects (catalog rows, samples, dead letters) are stored. When ``process``
@@ -6,6 +7,11 @@ refuses the batch (:class:`~monitor.errors.Retryable`: a store is down), the sou
 partitions and retries the same batch with back-off, polling meanwhile so that the group keeps it;
 it never skips. A rebalance that takes partitions away while a batch waits drops that batch's
 records of those partitions: their new owner starts from the last commit and sees them again.
+
+Catalog first (SPEC §1): a replica judges no trace before its catalog reader has reached the
+catalog topic's end offsets as of its start, and again as of each rebalance that assigned it
+partitions. Otherwise traces already waiting on the traces topic would be judged against a
+catalog that does not yet know of the new versions and ACL revocations produced before them.
 """
 
 from __future__ import annotations
@@ -14,23 +20,40 @@ import logging
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable
+from typing import Protocol
 
-from kafka import ConsumerRebalanceListener, KafkaConsumer, KafkaProducer
+from kafka import ConsumerRebalanceListener, KafkaConsumer
 from kafka.errors import KafkaError
 from kafka.structs import OffsetAndMetadata, TopicPartition
 
 from collectors.background import BackgroundSource
 from collectors.files import RetryPolicy
+from collectors.kafka_calls import CALL_TIMEOUT_MS, kafka_call
 from monitor.errors import Retryable
 from monitor.pipeline import BatchResult, Processor
-from monitor.records import DeadLetter, RawRecord
+from monitor.records import RawRecord
 
 log = logging.getLogger(__name__)
 SOURCE = "kafka"
 
 LagReporter = Callable[[str, int], None]  # (topic, messages not yet consumed)
 BACKOFF = RetryPolicy(initial=0.5, maximum=30.0)  # retry a refused batch forever, at most 30 s apart
+LAG_DEADLINE = 10.0  # lag is measured between batches: it holds up consumption for at most this long
+
+
+class CatalogBarrier(Protocol):
+    """What the traces consumer waits on before it judges traces: the catalog reader of its
+    replica. Thread-safe: the reader's own thread makes the Kafka calls (a kafka-python consumer
+    may only be used from one thread)."""
+
+    def request_sync(self) -> None:
+        """Ask the reader to reach the catalog topic's end offsets as of now; returns at once.
+        From this call until the reader has reached them, :meth:`wait_synced` answers False."""
+
+    def wait_synced(self, timeout: float) -> bool:
+        """Block for at most ``timeout`` seconds until the reader has reached the end offsets of
+        its start and of every :meth:`request_sync` so far; True when it has."""
 
 
 class DeadLetterRatioExceeded(RuntimeError):
@@ -73,7 +96,14 @@ class _Revocations(ConsumerRebalanceListener):
 
 
 class KafkaSource(BackgroundSource):
-    """Consumes ``topics`` in consumer group ``group_id`` and feeds batches to ``process``."""
+    """Consumes ``topics`` in consumer group ``group_id`` and feeds batches to ``process``.
+
+    With a ``catalog`` barrier it joins the group only once the catalog is current, and after
+    each assignment it holds the assigned partitions (paused, still polled so that the group
+    keeps them; records fetched anyway are sought back) until the catalog is current again.
+    kafka-python's default (eager) protocol hands over every partition at each rebalance, so
+    every assignment counts as new. ``caught_up`` is clear while such a wait is due or under way.
+    """
 
     def __init__(
         self,
@@ -86,6 +116,7 @@ class KafkaSource(BackgroundSource):
         guard: DeadLetterGuard | None = None,
         report_lag: LagReporter | None = None,
         lag_interval: float = 10.0,
+        catalog: CatalogBarrier | None = None,
     ) -> None:
         super().__init__()
         self._factory = consumer_factory
@@ -100,16 +131,30 @@ class KafkaSource(BackgroundSource):
         self._pending: list[RawRecord] = []
         self._paused = False
         self._next_lag = 0.0
+        self._catalog = catalog
+        self._catalog_due = False  # partitions were assigned: their records wait for the catalog
+        self.caught_up = threading.Event()  # clear while judging traces waits for the catalog
+        if catalog is None:
+            self.caught_up.set()
 
     thread_name = "kafka-source"
 
     def run(self) -> None:
         """Consume until shut down. Raises :class:`DeadLetterRatioExceeded`."""
         consumer = self._consumer = self._factory()
-        consumer.subscribe(self._topics, listener=_Revocations(self))
         try:
+            # Joining only with a current catalog: while this replica reads it, the others keep
+            # consuming the partitions it would otherwise hold paused.
+            if self._catalog is not None and not self._await_catalog(consumer, member=False):
+                return
+            consumer.subscribe(self._topics, listener=_Revocations(self))
             while not self._stop.is_set():
+                if self._catalog_due and not self._await_catalog(consumer, member=True):
+                    break
                 polled = consumer.poll(timeout_ms=500, max_records=self._max_batch)
+                if self._catalog_due:  # this poll brought an assignment: what it fetched waits too
+                    self._seek_back(consumer, polled)
+                    continue
                 self._pending = [
                     RawRecord(SOURCE, message.value or b"",
                               {"topic": message.topic, "partition": message.partition, "offset": message.offset})
@@ -130,7 +175,7 @@ class KafkaSource(BackgroundSource):
             tp = TopicPartition(record.origin["topic"], record.origin["partition"])
             offsets[tp] = OffsetAndMetadata(record.origin["offset"] + 1, "", -1)
         try:
-            consumer.commit(offsets)
+            consumer.commit(offsets)  # kafka-python retries retriable errors itself, for request_timeout_ms
         except KafkaError as error:
             # e.g. the group rebalanced meanwhile: the new owner reads these records again
             log.warning("offset commit failed (%s); %d records will be delivered again",
@@ -161,14 +206,55 @@ class KafkaSource(BackgroundSource):
                 self._paused = False
                 consumer.resume(*consumer.paused())
 
-    def _poll_while_paused(self, consumer: KafkaConsumer) -> None:
+    def _poll_while_paused(self, consumer: KafkaConsumer, timeout_ms: int = 0) -> None:
         """Poll to keep the group membership; anything fetched anyway is sought back, not lost."""
-        for tp, messages in consumer.poll(timeout_ms=0).items():
+        self._seek_back(consumer, consumer.poll(timeout_ms=timeout_ms))
+
+    @staticmethod
+    def _seek_back(consumer: KafkaConsumer, polled: dict) -> None:
+        for tp, messages in polled.items():
             if messages:
                 consumer.seek(tp, messages[0].offset)
 
+    def _await_catalog(self, consumer: KafkaConsumer, member: bool) -> bool:
+        """Wait until the catalog barrier is passed; False when shut down first. As a ``member``
+        of the group, pause the assignment and poll meanwhile (a short timeout, so that a
+        rebalance can complete) to keep it."""
+        assert self._catalog is not None
+        self.caught_up.clear()
+        started = time.monotonic()
+        told = False
+        try:
+            while not self._catalog.wait_synced(0.25):
+                if self._stop.is_set():
+                    return False
+                if not told and time.monotonic() - started > 5:
+                    log.info("waiting for the catalog reader to reach the catalog topic's end before consuming")
+                    told = True
+                if member:
+                    consumer.pause(*consumer.assignment())
+                    self._poll_while_paused(consumer, timeout_ms=250)
+        finally:
+            if member:
+                consumer.resume(*consumer.paused())
+        # A rebalance during the wait asked for a newer sync (in _assigned) before the wait ended:
+        # passing the barrier covers it.
+        self._catalog_due = False
+        self.caught_up.set()
+        if told:
+            log.info("catalog current after %.1f s: consuming", time.monotonic() - started)
+        return True
+
     def _assigned(self, assigned: set[TopicPartition]) -> None:
-        if self._paused and self._consumer is not None and assigned:
+        if self._consumer is None or not assigned:
+            return
+        if self._catalog is not None:
+            # Records of these partitions may refer to catalog events produced just before them:
+            # nothing of them is judged before the catalog has reached the topic's end of now.
+            self.caught_up.clear()
+            self._catalog_due = True
+            self._catalog.request_sync()
+        if self._paused or self._catalog_due:
             self._consumer.pause(*assigned)
 
     def _revoked(self, revoked: set[TopicPartition]) -> None:
@@ -181,103 +267,18 @@ class KafkaSource(BackgroundSource):
             return
         self._next_lag = time.monotonic() + self._lag_interval
         try:
-            assigned = consumer.assignment()
-            ends = consumer.end_offsets(list(assigned)) if assigned else {}
+            assigned = list(consumer.assignment())
+            ends = kafka_call(lambda: consumer.end_offsets(assigned, timeout_ms=CALL_TIMEOUT_MS),
+                              "reading the end offsets of the assigned partitions", deadline=LAG_DEADLINE,
+                              stop=self._stop) if assigned else {}
             lag: dict[str, int] = dict.fromkeys(self._topics, 0)
             for tp, end in ends.items():
-                lag[tp.topic] = lag.get(tp.topic, 0) + max(0, end - consumer.position(tp))
+                position = kafka_call(lambda tp=tp: consumer.position(tp, timeout_ms=CALL_TIMEOUT_MS),
+                                      f"reading the position in {tp.topic}", deadline=LAG_DEADLINE, stop=self._stop)
+                if position is None:
+                    return  # not known yet (an offset reset still under way): measured next time
+                lag[tp.topic] = lag.get(tp.topic, 0) + max(0, end - position)
             for topic, value in lag.items():
                 self._report_lag(topic, value)
         except KafkaError as error:
             log.warning("could not measure consumer lag: %s", error)
-
-
-class KafkaCatalogReader(BackgroundSource):
-    """Reads every partition of the compacted catalog topic from the beginning, in every replica
-    (no consumer group, no commits), so each replica holds the whole catalog."""
-
-    def __init__(self, consumer_factory: Callable[..., KafkaConsumer], topic: str, process: Processor,
-                 *, max_batch: int = 500, retry: RetryPolicy = BACKOFF) -> None:
-        super().__init__()
-        self._factory = consumer_factory
-        self._topic = topic
-        self._process = process
-        self._max_batch = max_batch
-        self._retry = retry
-        self.caught_up = threading.Event()  # set once the reader reached the end it saw at start
-
-    thread_name = "kafka-catalog"
-
-    def run(self) -> None:
-        consumer = self._factory()
-        try:
-            partitions = self._wait_for_partitions(consumer)
-            if partitions is None:
-                return
-            consumer.assign(partitions)
-            consumer.seek_to_beginning(*partitions)
-            targets = {tp: end for tp, end in consumer.end_offsets(partitions).items() if end > 0}
-            while not self._stop.is_set():
-                polled = consumer.poll(timeout_ms=500, max_records=self._max_batch)
-                batch = [RawRecord(SOURCE, m.value, {"topic": m.topic, "partition": m.partition, "offset": m.offset})
-                         for messages in polled.values() for m in messages
-                         if m.value is not None]  # a tombstone only tells compaction to drop a key
-                if batch:
-                    self._deliver(batch)
-                if not self.caught_up.is_set() and all(consumer.position(tp) >= end for tp, end in targets.items()):
-                    self.caught_up.set()
-        finally:
-            consumer.close(autocommit=False)
-
-    def _wait_for_partitions(self, consumer: KafkaConsumer) -> list[TopicPartition] | None:
-        while not self._stop.is_set():
-            found = consumer.partitions_for_topic(self._topic)
-            if found:
-                return [TopicPartition(self._topic, p) for p in sorted(found)]
-            self.caught_up.set()  # no catalog topic yet: nothing to catch up with
-            self._stop.wait(5)
-        return None
-
-    def _deliver(self, batch: list[RawRecord]) -> None:
-        delays = self._retry.delays()
-        while not self._stop.is_set():
-            try:
-                self._process(batch)
-                return
-            except Retryable as error:
-                delay = next(delays, self._retry.maximum)
-                log.warning("catalog batch refused (%s); retry in %.1f s", error, delay)
-                self._stop.wait(delay)
-
-
-class KafkaDeadLetterSink:
-    """Produces each rejected record to the dead-letter topic: the raw bytes (bounded) as the
-    value, and source, reason, detail and origin as headers. ``write`` returns once the broker
-    acknowledged the batch; a producer error raises :class:`Retryable` (the batch is then retried,
-    so a letter that did get through before the error may appear twice: at least once)."""
-
-    def __init__(self, producer: KafkaProducer, topic: str, max_raw_bytes: int, timeout: float = 30.0) -> None:
-        self._producer = producer
-        self._topic = topic
-        self._max_raw_bytes = max_raw_bytes
-        self._timeout = timeout
-
-    def write(self, letters: Sequence[DeadLetter]) -> None:
-        try:
-            futures = [self._send(letter) for letter in letters]
-            self._producer.flush(self._timeout)
-            for future in futures:
-                future.get(timeout=0)
-        except KafkaError as error:
-            raise Retryable(f"dead-letter topic: {type(error).__name__}") from error
-
-    def _send(self, letter: DeadLetter):
-        record = letter.record
-        size = len(record.data) if record.size is None else record.size
-        headers = [("ragmon.source", record.source.encode()), ("ragmon.reason", letter.reason.value.encode()),
-                   ("ragmon.detail", letter.detail.encode()), ("ragmon.size", str(size).encode())]
-        headers += [(f"ragmon.origin.{k}", str(v).encode()) for k, v in record.origin.items() if v is not None]
-        return self._producer.send(self._topic, value=record.data[: self._max_raw_bytes], headers=headers)
-
-    def shutdown(self) -> None:
-        self._producer.close(timeout=10)

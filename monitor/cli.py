@@ -217,6 +217,9 @@ def serve(ctx: click.Context, host: str | None, port: int | None) -> None:
         runtime.close()
 
     def ready() -> bool:
+        """Not ready while a source is not caught up (a ``caught_up`` event, clear): the Kafka
+        catalog reader before it reached the catalog topic's end, the traces consumer while it
+        waits for the catalog (at start and after a rebalance); nor while the database is down."""
         caught_up = all(source.caught_up.is_set() for source in sources if hasattr(source, "caught_up"))
         return caught_up and runtime.ready()
 

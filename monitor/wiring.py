@@ -174,7 +174,7 @@ def _dead_letters(settings: Settings, clock: Callable[[], float]) -> DeadLetterS
     if settings.kafka.bootstrap_servers:
         from kafka import KafkaProducer
 
-        from collectors.kafka import KafkaDeadLetterSink
+        from collectors.kafka_dead_letters import KafkaDeadLetterSink
 
         # A batch's letters go to one partition; kafka-python sends one producer batch per partition
         # per request, so the 16 KB default took a round trip per five 3 KB letters (400 letters:
@@ -186,14 +186,16 @@ def _dead_letters(settings: Settings, clock: Callable[[], float]) -> DeadLetterS
 
 
 def build_sources(runtime: Runtime) -> list:
-    """The background sources of `ragmon serve`: with Kafka configured, the traces consumer group
-    and the catalog reader; without it, none (HTTP ingest is always there)."""
+    """The background sources of `ragmon serve`: with Kafka configured, the catalog reader and the
+    traces consumer group, which waits for the reader before it judges traces; without Kafka,
+    none (HTTP ingest is always there)."""
     kafka = runtime.settings.kafka
     if not kafka.bootstrap_servers:
         return []
     from kafka import KafkaConsumer
 
-    from collectors.kafka import DeadLetterGuard, KafkaCatalogReader, KafkaSource
+    from collectors.kafka import DeadLetterGuard, KafkaSource
+    from collectors.kafka_catalog import KafkaCatalogReader
 
     def group_consumer() -> KafkaConsumer:
         return KafkaConsumer(group_id=kafka.group_id, enable_auto_commit=False, auto_offset_reset="earliest",
@@ -204,12 +206,15 @@ def build_sources(runtime: Runtime) -> list:
                              **kafka.client_options())
 
     lag = runtime.metrics.consumer_lag
+    reader = KafkaCatalogReader(catalog_consumer, kafka.catalog_topic, runtime.pipeline.process,
+                                max_batch=kafka.max_batch)
     return [
-        KafkaCatalogReader(catalog_consumer, kafka.catalog_topic, runtime.pipeline.process, max_batch=kafka.max_batch),
+        reader,
+        # catalog first: no trace is judged before the reader reached the catalog topic's end
         KafkaSource(group_consumer, [kafka.traces_topic], runtime.pipeline.process, max_batch=kafka.max_batch,
                     guard=DeadLetterGuard(kafka.max_dead_letter_ratio, kafka.dead_letter_window),
                     report_lag=lambda topic, value: lag.labels(topic).set(value),
-                    lag_interval=kafka.lag_interval_seconds),
+                    lag_interval=kafka.lag_interval_seconds, catalog=reader),
     ]
 
 

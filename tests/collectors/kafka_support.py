@@ -1,4 +1,7 @@
-"""Helpers for the tests against the real Kafka broker."""
+"""Helpers for the tests against the real Kafka broker. Every admin, offset and coordinator call
+goes through the product's :func:`~collectors.kafka_calls.kafka_call`: a broker just started (or
+restarted) answers some of them with retriable errors for a while, e.g. the group coordinator
+while it loads its offsets topic."""
 
 from __future__ import annotations
 
@@ -9,27 +12,40 @@ from collections.abc import Iterable
 import msgspec
 from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer
 from kafka.admin import NewTopic
-from kafka.errors import CoordinatorNotAvailableError
+from kafka.errors import TopicAlreadyExistsError, UnknownTopicOrPartitionError
 from kafka.structs import TopicPartition
+
+from collectors.kafka_calls import kafka_call
+
+DEADLINE = 60.0  # seconds of retries of one call
 
 
 def new_topic(kafka, partitions: int = 1, prefix: str = "t") -> str:
     name = f"{prefix}-{uuid.uuid4().hex[:10]}"
-    admin = KafkaAdminClient(bootstrap_servers=kafka.bootstrap_servers)
-    try:
-        admin.create_topics([NewTopic(name, num_partitions=partitions, replication_factor=1)])
-    finally:
-        admin.close()
+
+    def create() -> None:
+        admin = KafkaAdminClient(bootstrap_servers=kafka.bootstrap_servers)
+        try:
+            admin.create_topics([NewTopic(name, num_partitions=partitions, replication_factor=1)])
+        except TopicAlreadyExistsError:
+            pass  # an earlier try got through before it failed
+        finally:
+            admin.close()
+
+    kafka_call(create, f"creating topic {name}", deadline=DEADLINE)
     return name
 
 
-def produce(kafka, topic: str, values: Iterable[bytes], keys: Iterable[bytes | None] | None = None) -> int:
+def produce(kafka, topic: str, values: Iterable[bytes], keys: Iterable[bytes | None] | None = None,
+            partition: int | None = None) -> int:
+    """Send ``values`` (with ``keys``, else unkeyed) to ``topic``, or to one ``partition`` of it;
+    returns once the broker has them all."""
     producer = KafkaProducer(bootstrap_servers=kafka.bootstrap_servers, acks="all", linger_ms=20,
                              batch_size=256 * 1024)
     n = 0
     keys = iter(keys) if keys is not None else None
     for value in values:
-        producer.send(topic, value=value, key=next(keys) if keys is not None else None)
+        producer.send(topic, value=value, key=next(keys) if keys is not None else None, partition=partition)
         n += 1
     producer.flush(60)
     producer.close()
@@ -50,40 +66,57 @@ def key_of(event: dict, trace_keys: dict[str, bytes]) -> bytes | None:
 
 def committed(kafka, group: str, topic: str) -> dict[int, int]:
     """The group's committed offset per partition of ``topic`` (missing: nothing committed)."""
-    admin = KafkaAdminClient(bootstrap_servers=kafka.bootstrap_servers)
-    try:
-        for attempt in range(20):
-            try:
-                offsets = admin.list_group_offsets(group).get(group, {})
-                break
-            except CoordinatorNotAvailableError:  # the offsets topic is still being created
-                if attempt == 19:
-                    raise
-                time.sleep(0.25)
-    finally:
-        admin.close()
+
+    def list_offsets() -> dict:
+        admin = KafkaAdminClient(bootstrap_servers=kafka.bootstrap_servers)
+        try:
+            return admin.list_group_offsets(group).get(group, {})
+        finally:
+            admin.close()
+
+    offsets = kafka_call(list_offsets, f"listing the committed offsets of group {group}", deadline=DEADLINE)
     return {tp.partition: meta.offset for tp, meta in offsets.items() if tp.topic == topic and meta.offset >= 0}
 
 
+def _partitions(consumer: KafkaConsumer, topic: str) -> list[TopicPartition]:
+    found = consumer.partitions_for_topic(topic)
+    if not found:  # a topic just created may not be in the metadata yet
+        raise UnknownTopicOrPartitionError(topic)
+    return [TopicPartition(topic, p) for p in sorted(found)]
+
+
 def end_offsets(kafka, topic: str) -> dict[int, int]:
-    consumer = KafkaConsumer(bootstrap_servers=kafka.bootstrap_servers)
-    try:
-        partitions = [TopicPartition(topic, p) for p in consumer.partitions_for_topic(topic)]
-        return {tp.partition: end for tp, end in consumer.end_offsets(partitions).items()}
-    finally:
-        consumer.close()
+    def read() -> dict[int, int]:
+        consumer = KafkaConsumer(bootstrap_servers=kafka.bootstrap_servers)
+        try:
+            partitions = _partitions(consumer, topic)
+            return {tp.partition: end for tp, end in consumer.end_offsets(partitions).items()}
+        finally:
+            consumer.close()
+
+    return kafka_call(read, f"reading the end offsets of {topic}", deadline=DEADLINE)
 
 
 def read_all(kafka, topic: str, timeout: float = 10.0) -> list:
     """Every message of ``topic``, read from the beginning without a group."""
     ends = end_offsets(kafka, topic)
-    consumer = KafkaConsumer(bootstrap_servers=kafka.bootstrap_servers, enable_auto_commit=False)
+    consumer = kafka_call(lambda: KafkaConsumer(bootstrap_servers=kafka.bootstrap_servers, enable_auto_commit=False),
+                          "connecting a consumer", deadline=DEADLINE)
     partitions = [TopicPartition(topic, p) for p in ends]
     consumer.assign(partitions)
     consumer.seek_to_beginning(*partitions)
+
+    def behind() -> bool:
+        for tp in partitions:
+            position = kafka_call(lambda tp=tp: consumer.position(tp), f"reading the position in {topic}",
+                                  deadline=DEADLINE)
+            if position is None or position < ends[tp.partition]:
+                return True
+        return False
+
     messages = []
     deadline = time.monotonic() + timeout
-    while any(consumer.position(tp) < ends[tp.partition] for tp in partitions) and time.monotonic() < deadline:
+    while behind() and time.monotonic() < deadline:
         for batch in consumer.poll(timeout_ms=500).values():
             messages.extend(batch)
     consumer.close()

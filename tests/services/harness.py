@@ -205,14 +205,25 @@ class Kafka(Service):
         self._wait_until(self._ready, "ready")
 
     def _ready(self) -> bool:
+        """The broker lists its topics and its group coordinator answers: asking a group's offsets
+        creates and loads the offsets topic (retriable CoordinatorNotAvailable and
+        CoordinatorLoadInProgress meanwhile), which tests would otherwise run into at their first
+        commit or offset listing."""
         from kafka import KafkaAdminClient
 
-        admin = KafkaAdminClient(bootstrap_servers=self.bootstrap_servers, request_timeout_ms=3000)
-        try:
-            admin.list_topics()
-            return True
-        finally:
-            admin.close()
+        from collectors.kafka_calls import kafka_call
+
+        def answers() -> bool:
+            admin = KafkaAdminClient(bootstrap_servers=self.bootstrap_servers, request_timeout_ms=3000)
+            try:
+                admin.list_topics()
+                admin.list_group_offsets("ragmon-harness-ready")
+                return True
+            finally:
+                admin.close()
+
+        return kafka_call(answers, "asking the Kafka broker for its topics and a group's offsets",
+                          deadline=10.0)  # then _wait_until looks whether the process still runs
 
 
 class Postgres(Service):

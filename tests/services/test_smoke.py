@@ -16,10 +16,18 @@ def test_kafka_produces_and_consumes(kafka):
     from kafka import KafkaConsumer, KafkaProducer
     from kafka.admin import KafkaAdminClient, NewTopic
 
+    from collectors.kafka_calls import kafka_call
+
     topic = f"smoke-{uuid.uuid4().hex[:8]}"
-    admin = KafkaAdminClient(bootstrap_servers=kafka.bootstrap_servers)
-    admin.create_topics([NewTopic(topic, num_partitions=3, replication_factor=1)])
-    admin.close()
+
+    def create() -> None:
+        admin = KafkaAdminClient(bootstrap_servers=kafka.bootstrap_servers)
+        try:
+            admin.create_topics([NewTopic(topic, num_partitions=3, replication_factor=1)])
+        finally:
+            admin.close()
+
+    kafka_call(create, f"creating topic {topic}")
     producer = KafkaProducer(bootstrap_servers=kafka.bootstrap_servers, acks="all")
     sent = [f"message-{i}".encode() for i in range(30)]
     for i, value in enumerate(sent):
