@@ -9,11 +9,11 @@ in OpenInference shape through the application's own TracerProvider.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
 from typing import Any
 
 import msgspec
 
+from collectors import semconv as sc
 from monitor.emit import Emitter, ListTransport, TraceBuilder, Transport, event_key
 
 __all__ = ["Emitter", "KafkaTransport", "ListTransport", "OpenInferenceTransport", "TraceBuilder", "Transport",
@@ -50,9 +50,11 @@ class OpenInferenceTransport:
     """Trace events as OpenTelemetry spans in OpenInference shape, through the application's
     own ``TracerProvider`` (and whatever exporter it has, e.g. OTLP/HTTP to ragmon).
 
-    One trace becomes a CHAIN root span (query, answer, caller, conversation, and a ``metadata``
-    JSON with tenant, groups, index, abstained and citations), a RETRIEVER span per retrieval
-    list, a RERANKER span for the context when one is given, and an LLM span with token counts.
+    One trace becomes a CHAIN root span (query, answer, caller, conversation, a ``metadata`` JSON
+    with tenant, groups, index, abstained and citations, and the ids of the context passages in
+    ``ragmon.context.document_ids``), a RETRIEVER span per retrieval list, a RERANKER span for the
+    context when one is given, and an LLM span with token counts. The names and the document
+    encoding are those the receiver reads (``collectors.semconv``).
     The trace is then known by its OTel trace id, which :meth:`send` returns. Feedback becomes a
     span carrying ``ragmon.feedback.*`` attributes.
     """
@@ -65,9 +67,9 @@ class OpenInferenceTransport:
         if event["type"] == "trace":
             return self._trace(event)
         if event["type"] == "feedback":
-            attributes = {"ragmon.feedback.trace_id": event["trace_id"], "ragmon.feedback.kind": event["kind"]}
+            attributes = {sc.FEEDBACK_TRACE_ID: event["trace_id"], sc.FEEDBACK_KIND: event["kind"]}
             if event.get("value") is not None:
-                attributes["ragmon.feedback.value"] = event["value"]
+                attributes[sc.FEEDBACK_VALUE] = event["value"]
             start = int(event["time"] * 1e9)
             self._tracer.start_span("ragmon.feedback", start_time=start, attributes=attributes).end(end_time=start)
             return None
@@ -79,7 +81,6 @@ class OpenInferenceTransport:
     def _trace(self, event: dict[str, Any]) -> str:
         from opentelemetry import trace as otel
 
-        encode = msgspec.json.encode
         start = int(event["time"] * 1e9)
         latency = event.get("latency_ms") or {}
         end = start + int(latency.get("total", 1) * 1e6)
@@ -93,56 +94,41 @@ class OpenInferenceTransport:
             metadata["abstained"] = answer["abstained"]
         if answer.get("citations"):
             metadata["citations"] = answer["citations"]
-        attributes = {"openinference.span.kind": "CHAIN", "input.value": event["query"],
-                      "metadata": encode(metadata).decode()}
+        retrievals = event.get("retrievals", [])
+        context = event.get("context")
+        final = context if context is not None else (retrievals[-1]["passages"] if retrievals else [])
+        attributes = {sc.SPAN_KIND: sc.CHAIN, sc.INPUT_VALUE: event["query"], sc.METADATA: sc.json_text(metadata),
+                      sc.CONTEXT_DOCUMENT_IDS: [p["id"] for p in final]}
         if answer.get("text") is not None:
-            attributes["output.value"] = answer["text"]
+            attributes[sc.OUTPUT_VALUE] = answer["text"]
         if caller.get("id"):
-            attributes["user.id"] = caller["id"]
+            attributes[sc.USER_ID] = caller["id"]
         if event.get("conversation_id"):
-            attributes["session.id"] = event["conversation_id"]
+            attributes[sc.SESSION_ID] = event["conversation_id"]
         root = self._tracer.start_span("rag", start_time=start, attributes=attributes)
-        context = otel.set_span_in_context(root)
         cursor = start
-        stages = [("RETRIEVER", r["retriever"], "retrieval.documents", r["passages"], latency.get("retrieve"))
-                  for r in event.get("retrievals", [])]
-        if event.get("context") is not None:
-            rerank = latency.get("rerank")
-            stages.append(("RERANKER", "reranker", "reranker.output_documents", event["context"], rerank))
+        stages = [(sc.RETRIEVER, r["retriever"], sc.RETRIEVAL_DOCUMENTS, r["passages"], latency.get("retrieve"))
+                  for r in retrievals]
+        if context is not None:
+            stages.append((sc.RERANKER, "reranker", sc.RERANKER_OUTPUT_DOCUMENTS, context, latency.get("rerank")))
+        parent = otel.set_span_in_context(root)
         for kind, name, prefix, passages, took in stages:
             span_end = cursor + int((took or 1) * 1e6 / max(1, len(stages)))
-            span = self._tracer.start_span(name, context=context, start_time=cursor, attributes={
-                "openinference.span.kind": kind, "input.value": event["query"],
-                "metadata": encode({"retriever": name}).decode(), **_document_attributes(prefix, passages)})
+            span = self._tracer.start_span(name, context=parent, start_time=cursor, attributes={
+                sc.SPAN_KIND: kind, sc.INPUT_VALUE: event["query"], sc.METADATA: sc.json_text({"retriever": name}),
+                **sc.document_attributes(prefix, passages)})
             span.end(end_time=span_end)
             cursor = span_end
         usage = event.get("usage") or {}
-        llm = {"openinference.span.kind": "LLM"}
+        llm = {sc.SPAN_KIND: sc.LLM}
         if answer.get("text") is not None:
-            llm["output.value"] = answer["text"]
+            llm[sc.OUTPUT_VALUE] = answer["text"]
         if usage.get("input_tokens") is not None:
-            llm["llm.token_count.prompt"] = usage["input_tokens"]
+            llm[sc.LLM_PROMPT_TOKENS] = usage["input_tokens"]
         if usage.get("output_tokens") is not None:
-            llm["llm.token_count.completion"] = usage["output_tokens"]
+            llm[sc.LLM_COMPLETION_TOKENS] = usage["output_tokens"]
         generate_end = min(end, cursor + int((latency.get("generate") or 1) * 1e6))
-        self._tracer.start_span("llm", context=context, start_time=cursor, attributes=llm).end(end_time=generate_end)
+        self._tracer.start_span("llm", context=parent, start_time=cursor, attributes=llm).end(end_time=generate_end)
         root.end(end_time=end)
         return format(root.get_span_context().trace_id, "032x")
 
-
-_PASSAGE_METADATA = ("doc_id", "doc_version", "span", "acl", "indexed_at", "source_modified_at", "embedding_model")
-
-
-def _document_attributes(prefix: str, passages: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
-    attributes: dict[str, Any] = {}
-    for i, passage in enumerate(passages):
-        base = f"{prefix}.{i}.document"
-        attributes[f"{base}.id"] = passage["id"]
-        if passage.get("score") is not None:
-            attributes[f"{base}.score"] = float(passage["score"])
-        if passage.get("text") is not None:
-            attributes[f"{base}.content"] = passage["text"]
-        metadata = {k: passage[k] for k in _PASSAGE_METADATA if passage.get(k) is not None}
-        if metadata:
-            attributes[f"{base}.metadata"] = msgspec.json.encode(metadata).decode()
-    return attributes

@@ -4,12 +4,14 @@ The spans of one OTel trace can arrive in several requests, so spans wait in a b
 assembler until no new span of their trace came for ``wait`` seconds, or for ``root_grace``
 seconds once its root span (the one without a parent, which ends and is exported last) has come;
 the trace is then mapped
-to one ragmon trace event (``collectors.otlp_spans``) and goes through the pipeline like any
-other record (decoded, validated, dead-lettered if wrong), or is forwarded to the traces topic.
+to one ragmon trace event (``collectors.span_mapping``) and goes through the pipeline like any
+other record (decoded, validated, dead-lettered if wrong), or is forwarded to the traces topic. A
+span set with no retrieval in it maps to no event and is only counted.
 
-Answers follow OTLP: 200 with ``partial_success`` counting the spans it could not take, 400 for
-a body that is not an export, 413 too large, 415 other content types, 503 with ``Retry-After``
-when the assembler is full. Spans are held in memory between the 200 and their trace's delivery;
+Answers follow OTLP: 200 with ``partial_success`` counting the spans it could not take and naming
+each attribute it could not read (the span is kept: only that attribute's contribution is lost),
+400 for a body that is not an export, 413 too large, 415 other content types, 503 with
+``Retry-After`` when the assembler is full. Spans are held in memory between the 200 and their trace's delivery;
 a graceful shutdown delivers them all, a crash loses at most those not yet delivered.
 """
 
@@ -21,13 +23,15 @@ import time
 from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 import msgspec
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceResponse
 
 from collectors.files import RetryPolicy
-from collectors.otlp_spans import PayloadError, Span, feedback_event, parse_json, parse_protobuf, trace_event
+from collectors.otlp_wire import PayloadError, Span, parse_json, parse_protobuf
+from collectors.semconv import FEEDBACK_TRACE_ID, read_span
+from collectors.span_mapping import Mapped, SpanMapper, feedback_event
 from monitor.errors import Retryable
 from monitor.records import RawRecord
 
@@ -38,6 +42,25 @@ JSON = "application/json"
 
 BACKOFF = RetryPolicy(initial=0.5, maximum=10.0)
 Deliver = Callable[[list[RawRecord], list[dict[str, Any]]], None]  # (records, the events they encode)
+MAX_PROBLEMS_LISTED = 20  # attribute problems named in one answer; all of them are counted
+
+
+class MappingReport(Protocol):
+    """Where the receiver reports what it could not take as given (metrics, in `ragmon serve`)."""
+
+    def malformed_attributes(self, attributes: list[str]) -> None:
+        """One entry per malformed attribute, by its name in ``semconv.CHECKED_ATTRIBUTES``."""
+
+    def mapped(self, mapped: Mapped) -> None:
+        """A trace was mapped: derived ids, unmapped passages, or no retrieval at all."""
+
+
+class NoReport:
+    def malformed_attributes(self, attributes: list[str]) -> None:
+        pass
+
+    def mapped(self, mapped: Mapped) -> None:
+        pass
 
 
 class AssemblerFull(Exception):
@@ -119,28 +142,32 @@ class Answer:
     headers: dict[str, str] = field(default_factory=dict)
 
 
-def _mapped(spans: list[Span]) -> dict[str, Any]:
+def _mapped(mapper: SpanMapper, spans: list[Span]) -> Mapped:
     """The trace event of ``spans``. Should the mapping fail (a bug: it is meant to take any
     attribute values), the trace is not dropped: it becomes an event without its required fields,
     which the pipeline dead-letters with the error beside the trace id, and the failure is logged."""
     try:
-        return trace_event(spans)
+        return mapper.map(spans)
     except Exception as error:
         # The message may quote attribute values (queries, passages): it goes to the dead letter,
         # which is access-controlled like the data, and only the error's type to the log.
         log.error("could not map the spans of an OTLP trace to a trace event (%s); dead-lettered",
                   type(error).__name__)
         log.debug("mapping failure", exc_info=True)
-        return {"type": "trace", "trace_id": spans[0].trace_id, "mapping_error": f"{type(error).__name__}: {error}"}
+        return Mapped({"type": "trace", "trace_id": spans[0].trace_id,
+                       "mapping_error": f"{type(error).__name__}: {error}"})
 
 
 class OtlpReceiver:
     """Parses export requests into the assembler; a background thread delivers quiet traces."""
 
     def __init__(self, assembler: TraceAssembler, deliver: Deliver, *, interval: float = 0.5,
-                 retry: RetryPolicy = BACKOFF) -> None:
+                 retry: RetryPolicy = BACKOFF, mapper: SpanMapper | None = None,
+                 report: MappingReport | None = None) -> None:
         self._assembler = assembler
         self._deliver = deliver
+        self._mapper = mapper or SpanMapper()
+        self._report = report or NoReport()
         self._interval = interval
         self._retry = retry
         self._stop = threading.Event()
@@ -157,8 +184,12 @@ class OtlpReceiver:
             return self._answer(media, 400, str(error))
         valid = [s for s in spans if len(s.trace_id) == 32 and s.trace_id.strip("0")]
         rejected = len(spans) - len(valid)
-        feedback = [s for s in valid if s.attributes.get("ragmon.feedback.trace_id")]
-        traced = [s for s in valid if not s.attributes.get("ragmon.feedback.trace_id")]
+        feedback = [s for s in valid if s.attributes.get(FEEDBACK_TRACE_ID)]
+        traced = [s for s in valid if not s.attributes.get(FEEDBACK_TRACE_ID)]
+        problems = []
+        for span in traced:  # read once, here, so that the answer can name what could not be used
+            span.reading = read_span(span)
+            problems.extend((span.span_id, *problem) for problem in span.reading.problems)
         try:
             rejected += self._assembler.add(traced)
         except AssemblerFull as error:
@@ -169,8 +200,9 @@ class OtlpReceiver:
                 self._deliver(self._records(events), events)
             except Retryable as error:
                 return self._answer(media, 503, str(error), {"Retry-After": "5"})
-        message = f"{rejected} spans rejected (invalid trace id, or over the spans-per-trace limit)" if rejected else ""
-        return self._answer(media, 200, message, rejected=rejected)
+        if problems:
+            self._report.malformed_attributes([attribute for _, attribute, _ in problems])
+        return self._answer(media, 200, _partial_message(rejected, problems), rejected=rejected)
 
     def start(self) -> None:
         self._thread = threading.Thread(target=self._run, name="otlp-assembler", daemon=True)
@@ -196,7 +228,14 @@ class OtlpReceiver:
         traces = self._assembler.due(everything)
         if not traces:
             return
-        events = [_mapped(spans) for spans in traces]
+        events = []
+        for spans in traces:
+            mapped = _mapped(self._mapper, spans)
+            self._report.mapped(mapped)
+            if mapped.event is not None:
+                events.append(mapped.event)
+        if not events:
+            return
         records = self._records(events)
         delays = self._retry.delays()
         while True:
@@ -218,16 +257,27 @@ class OtlpReceiver:
         if media == JSON:
             body: dict[str, Any] = {}
             if status == 200:
-                if rejected:
+                if message:
                     body["partialSuccess"] = {"rejectedSpans": str(rejected), "errorMessage": message}
             else:
                 body = {"code": status, "message": message}
             return Answer(status, msgspec.json.encode(body), JSON, headers or {})
         if status == 200:
             response = ExportTraceServiceResponse()
-            if rejected:
+            if message:  # OTLP: a message with no rejected spans is a warning
                 response.partial_success.rejected_spans = rejected
                 response.partial_success.error_message = message
             return Answer(status, response.SerializeToString(), PROTOBUF, headers or {})
         # Errors carry a google.rpc.Status in protobuf; a plain message is what clients log.
         return Answer(status, message.encode(), "text/plain", headers or {})
+
+
+def _partial_message(rejected: int, problems: list[tuple[str, str, str]]) -> str:
+    """What ``partial_success.error_message`` says: spans refused, then each malformed attribute
+    by span id (the span itself was kept)."""
+    parts = [f"{rejected} spans rejected (invalid trace id, or over the spans-per-trace limit)"] if rejected else []
+    if problems:
+        listed = "; ".join(f"span {span_id}: {detail}" for span_id, _, detail in problems[:MAX_PROBLEMS_LISTED])
+        more = f"; and {len(problems) - MAX_PROBLEMS_LISTED} more" if len(problems) > MAX_PROBLEMS_LISTED else ""
+        parts.append(f"{len(problems)} attributes could not be read and were ignored ({listed}{more})")
+    return ". ".join(parts)

@@ -136,7 +136,9 @@ def retrieval_quality() -> Dashboard:
             (f"histogram_quantile(0.1, sum by (le, retriever) (rate(ragmon_retrieval_top_score_bucket{{{TI}}}"
              f"[{RATE}])))", "p10 {{retriever}}")]),
         Panel("Empty retrievals", [(f"sum by (retriever) (rate(ragmon_empty_retrievals_total{{{TI}}}[{RATE}]))",
-                                    "{{retriever}}")], unit="reqps"),
+                                    "{{retriever}}"),
+                                   (f"sum(rate(ragmon_empty_keyword_retrievals_total{{{TI}}}[{RATE}]))",
+                                    "keyword side")], unit="reqps"),
         Panel("Duplicate slots and mixed embeddings", [
             (f"sum by (kind) (rate(ragmon_duplicate_slots_total{{{TI}}}[{RATE}]))", "duplicate {{kind}}"),
             (f"sum(rate(ragmon_mixed_embedding_results_total{{{TI}}}[{RATE}]))", "mixed embeddings")],
@@ -163,9 +165,12 @@ def permissions_and_freshness() -> Dashboard:
         Panel("Permission violations by stage", [
             (f"sum by (tenant, index, stage) (increase(ragmon_permission_violations_total{{{TI}}}[{RATE}]))",
              "{{tenant}}/{{index}} {{stage}}")]),
-        Panel("Passages with unknown ACL", [
+        Panel("Passages with unknown ACL, traces without caller", [
             (f"sum by (tenant, index) (rate(ragmon_unknown_acl_passages_total{{{TI}}}[{RATE}]))",
-             "{{tenant}}/{{index}}")], unit="reqps"),
+             "{{tenant}}/{{index}} passages"),
+            # no series until the first trace without a caller: 0 rather than no data
+            ('sum by (tenant) (rate(ragmon_traces_without_caller_total{tenant=~"$tenant"}'
+             f"[{RATE}])) or vector(0)", "{{tenant}} traces without caller")], unit="reqps"),
         Panel("Stale passages served", [
             (f"sum by (tenant, index, stage) (rate(ragmon_stale_passages_served_total{{{TI}}}[{RATE}]))",
              "{{tenant}}/{{index}} {{stage}}")], unit="reqps"),

@@ -25,6 +25,19 @@ METRICS: tuple[MetricSpec, ...] = (
     MetricSpec("ragmon_events_total", "counter", ("source", "type"), "Events accepted, by source and event type."),
     MetricSpec("ragmon_rejected_events_total", "counter", ("source", "reason"),
                "Records rejected and dead-lettered, by source and reason."),
+    MetricSpec("ragmon_traces_without_caller_total", "counter", ("tenant",),
+               "Traces with neither a caller id nor groups: their permission checks saw only the tenant."),
+    MetricSpec("ragmon_derived_passage_ids_total", "counter", ("how",),
+               "OTLP passages that carried no id, named from their metadata (how=metadata) or their content "
+               "(how=content_hash)."),
+    MetricSpec("ragmon_unmapped_passages_total", "counter", (),
+               "OTLP passages with nothing to name them (no id, no metadata key, no content): left out of their list."),
+    MetricSpec("ragmon_otlp_traces_without_retrieval_total", "counter", (),
+               "OTLP traces with no retrieval in them (an ingestion run, a bare model call): not questions answered "
+               "from an index, so not processed further."),
+    MetricSpec("ragmon_malformed_span_attributes_total", "counter", ("attribute",),
+               "OTLP span attributes that ragmon reads holding a value it cannot use (each named in the answer's "
+               "partial_success); the span is kept without it."),
     MetricSpec("ragmon_answers_total", "counter", (*TI, "outcome"),
                "Traces by answer outcome: answered, abstained, empty_context, unknown."),
     MetricSpec("ragmon_permission_violations_total", "counter", (*TI, "stage"),
@@ -36,6 +49,9 @@ METRICS: tuple[MetricSpec, ...] = (
     MetricSpec("ragmon_low_score_retrievals_total", "counter", (*TI, "retriever"),
                "Retrieval lists whose top score is below the threshold or trailing percentile."),
     MetricSpec("ragmon_empty_retrievals_total", "counter", (*TI, "retriever"), "Retrieval lists that came back empty."),
+    MetricSpec("ragmon_empty_keyword_retrievals_total", "counter", TI,
+               "Lists of keyword retrievers (`signals.keyword_retrievers`) that came back empty: the usual sign of "
+               "a tokenizer or keyword-index problem."),
     MetricSpec("ragmon_retrieval_top_score", "histogram", (*TI, "retriever"),
                "Top score of each non-empty retrieval list.", SCORE_BUCKETS),
     MetricSpec("ragmon_duplicate_slots_total", "counter", (*TI, "kind"),

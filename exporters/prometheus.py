@@ -63,7 +63,7 @@ class _Slot:
     """The children of one (tenant, index) pair, bound once: labels() is too slow per trace."""
 
     __slots__ = ("answers", "violations", "unknown_acl", "stale", "duplicates", "mixed", "unsupported",
-                 "rephrases", "latency", "tokens", "cost")
+                 "rephrases", "latency", "tokens", "cost", "empty_keyword")
 
     def __init__(self, m: PrometheusSink, tenant: str, index: str) -> None:
         self.answers = {o: m.answers.labels(tenant, index, o.value) for o in Outcome}
@@ -77,6 +77,7 @@ class _Slot:
         self.latency = {s: m.latency.labels(tenant, index, s) for s in LATENCY_STAGES}
         self.tokens = {d: m.tokens.labels(tenant, index, d) for d in ("input", "output")}
         self.cost = m.cost.labels(tenant, index)
+        self.empty_keyword = m.empty_keyword.labels(tenant, index)
 
 
 class PrometheusSink:
@@ -100,6 +101,8 @@ class PrometheusSink:
         self.stale = made["ragmon_stale_passages_served_total"]
         self.low_score = made["ragmon_low_score_retrievals_total"]
         self.empty = made["ragmon_empty_retrievals_total"]
+        self.empty_keyword = made["ragmon_empty_keyword_retrievals_total"]
+        self.without_caller = made["ragmon_traces_without_caller_total"]
         self.top_score = made["ragmon_retrieval_top_score"]
         self.duplicates = made["ragmon_duplicate_slots_total"]
         self.mixed = made["ragmon_mixed_embedding_results_total"]
@@ -121,6 +124,11 @@ class PrometheusSink:
         self.job_last_success = made["ragmon_job_last_success_timestamp_seconds"]
         self.retention_deleted = made["ragmon_retention_deleted_total"]
         self.scheduler_leader = made["ragmon_scheduler_leader"]
+        # fed by the OTLP receiver (the MappingReport of collectors.otlp)
+        self.derived_ids = made["ragmon_derived_passage_ids_total"]
+        self.unmapped = made["ragmon_unmapped_passages_total"]
+        self.without_retrieval = made["ragmon_otlp_traces_without_retrieval_total"]
+        self.malformed = made["ragmon_malformed_span_attributes_total"]
         self._slots: dict[tuple[str, str], _Slot] = {}
         self._retrievers: dict[tuple[str, str, str], tuple] = {}
         self._lock = threading.Lock()
@@ -149,6 +157,20 @@ class PrometheusSink:
     def flush(self, timeout: float) -> bool:
         return True  # metrics live in memory; nothing to make durable
 
+    def malformed_attributes(self, attributes: list[str]) -> None:
+        """OTLP span attributes the receiver could not read (names from a closed set)."""
+        for attribute in attributes:
+            self.malformed.labels(attribute).inc()
+
+    def mapped(self, mapped) -> None:
+        """What the OTLP receiver's mapping of one trace had to derive, drop or skip."""
+        for how, n in mapped.derived.items():
+            self.derived_ids.labels(how).inc(n)
+        if mapped.unmapped:
+            self.unmapped.inc(mapped.unmapped)
+        if mapped.event is None:
+            self.without_retrieval.inc()
+
     def shutdown(self) -> None:
         pass
 
@@ -172,6 +194,8 @@ class PrometheusSink:
     def _trace(self, s: TraceSignals) -> None:
         slot = self._slot(s.tenant, s.index)
         slot.answers[s.outcome].inc()
+        if not s.has_caller:
+            self.without_caller.labels(self.tenant(s.tenant)).inc()
         if s.access.candidates:
             slot.violations["candidates"].inc(s.access.candidates)
         if s.access.context:
@@ -188,6 +212,8 @@ class PrometheusSink:
                 low.inc()
             if finding.empty:
                 empty.inc()
+                if finding.keyword:
+                    slot.empty_keyword.inc()
             if finding.top_score is not None:
                 top.observe(finding.top_score)
         if s.duplicate_passages:

@@ -101,6 +101,19 @@ class Catalog:
     def document(self, doc_id: str) -> DocumentState | None:
         return self.documents.get(doc_id)
 
+    def document_of(self, passage_id: str, doc_id: str | None) -> str | None:
+        """The document a passage belongs to: its ``doc_id``, else its own id when the catalog
+        knows a document by that id (retrieval spans such as OTel GenAI's report only document
+        ids and scores)."""
+        if doc_id is not None:
+            return doc_id
+        return passage_id if passage_id in self.documents else None
+
+    def indexed_version(self, index: str, doc_id: str) -> str | None:
+        """The version of ``doc_id`` that ``index`` last reported embedding, if any."""
+        entry = self.indexed.get((index, doc_id))
+        return None if entry is None else entry.version
+
     def is_outdated(self, doc_id: str, version: str, index: str | None = None) -> bool | None:
         """Whether ``version`` of ``doc_id`` is no longer current at the source.
 

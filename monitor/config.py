@@ -105,7 +105,9 @@ class SignalsConfig(ConfigSection):
     low_score_min_samples: PositiveInt = Field(500, description="Scores seen before the trailing percentile applies.")
     low_score_window: PositiveInt = Field(5000, description="Trailing scores kept per index and retriever.")
     keyword_retrievers: list[str] = Field(
-        default_factory=lambda: ["bm25", "keyword", "sparse"], description="Retriever names that are keyword search."
+        default_factory=lambda: ["bm25", "keyword", "sparse"],
+        description="A retriever whose name contains one of these (ignoring case) is keyword search: its empty "
+        "lists are also counted in `ragmon_empty_keyword_retrievals_total`.",
     )
     refusal_patterns: list[str] = Field(
         default_factory=lambda: list(DEFAULT_REFUSALS),
@@ -182,6 +184,25 @@ class OtlpConfig(ConfigSection):
         False, description="Send assembled traces to the Kafka traces topic (keyed by caller) instead of "
         "processing them here, so all state sits on one keyed path."
     )
+    passage_id_keys: list[str] = Field(
+        default_factory=lambda: ["id", "chunk_id", "doc_id+span", "doc_id+start_char_idx", "source+page",
+                                 "source+start_index"],
+        description="How a passage reported without an id is named: the first rule whose document metadata keys "
+        "are all present, a rule being one key or several joined by `+` (values joined by `#`); else `sha:` and a "
+        "hash of its content.",
+    )
+    doc_id_keys: list[str] = Field(
+        default_factory=lambda: ["doc_id", "document_id", "ref_doc_id", "source", "file_path"],
+        description="Document metadata keys naming a passage's document, first present wins.",
+    )
+
+    @field_validator("passage_id_keys", "doc_id_keys")
+    @classmethod
+    def _keys_named(cls, rules: list[str]) -> list[str]:
+        for rule in rules:
+            if not rule or not all(part.strip() for part in rule.split("+")):
+                raise ValueError(f"empty key in {rule!r} (a rule is `key` or `key+key`)")
+        return rules
 
 
 class KafkaConfig(ConfigSection):

@@ -225,7 +225,11 @@ def build_otlp(runtime: Runtime):
     if not config.enabled:
         return None
     from collectors.otlp import OtlpReceiver, TraceAssembler
+    from collectors.passage_ids import PassageNamer
+    from collectors.span_mapping import SpanMapper
 
+    mapping = {"mapper": SpanMapper(PassageNamer(config.passage_id_keys, config.doc_id_keys)),
+               "report": runtime.metrics}
     assembler = TraceAssembler(config.assembly_wait_seconds, config.max_pending_traces, config.max_spans_per_trace,
                                root_grace=config.root_grace_seconds)
     if config.forward_to_kafka and runtime.settings.kafka.bootstrap_servers:
@@ -244,8 +248,8 @@ def build_otlp(runtime: Runtime):
             except KafkaError as error:
                 raise Retryable(f"forwarding to {kafka.traces_topic}: {type(error).__name__}") from error
 
-        return OtlpReceiver(assembler, forward)
-    return OtlpReceiver(assembler, lambda records, events: runtime.pipeline.process(records))
+        return OtlpReceiver(assembler, forward, **mapping)
+    return OtlpReceiver(assembler, lambda records, events: runtime.pipeline.process(records), **mapping)
 
 
 @dataclass

@@ -19,6 +19,7 @@ from starlette.testclient import TestClient
 
 from collectors.files import read_dead_letters
 from collectors.http import build_app
+from exporters.prometheus import metric_sum
 from monitor.config import load_settings
 from monitor.errors import Reason
 from monitor.simulate import Simulator
@@ -226,7 +227,8 @@ def test_a_hundred_thousand_mutated_traces_through_otlp(tmp_path):
     nested attribute values, NaN and infinite scores, absurd times, wrong attribute types, missing
     or orphaned spans, oversized passage lists, broken metadata JSON), in OTLP protobuf requests of
     100 traces: every request answered 200; every trace either refused at the receiver (its spans
-    counted in ``partial_success``) or delivered and then accepted or dead-lettered with a reason."""
+    counted in ``partial_success``), or delivered and then accepted or dead-lettered with a reason, or
+    (its retrieval spans mutated away) counted as a trace without retrieval."""
     from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
         ExportTraceServiceRequest,
         ExportTraceServiceResponse,
@@ -277,18 +279,20 @@ def test_a_hundred_thousand_mutated_traces_through_otlp(tmp_path):
         otlp.shutdown(timeout=30)  # delivers whatever is still being assembled
     elapsed = time.monotonic() - started
     accepted, rejected = runtime.pipeline.stats.snapshot()
+    without_retrieval = metric_sum(runtime.registry, "ragmon_otlp_traces_without_retrieval_total")
     runtime.close()
     n_accepted = sum(n for (source, _), n in accepted.items() if source == "otlp")
     n_rejected = sum(n for (source, _), n in rejected.items() if source == "otlp")
     reasons = Counter({reason: n for (source, reason), n in rejected.items() if source == "otlp"})
     # Spans over the per-trace bound would also be refused; these traces stay far below it.
     assert answered_refused == refused_spans
-    assert n_accepted + n_rejected == EVENTS - refused_traces  # every delivered trace accounted for
+    assert n_accepted + n_rejected + without_retrieval == EVENTS - refused_traces  # every trace accounted for
     assert set(reasons) <= {reason.value for reason in Reason} and n_accepted > 10_000 and len(reasons) >= 3
     letters = read_dead_letters(tmp_path / "dead.jsonl")
     assert Counter(letter["reason"] for letter in letters) == reasons
     print(f"\n{EVENTS} mutated traces through OTLP in {elapsed:.0f} s: {refused_traces} refused at the receiver, "
-          f"{n_accepted} accepted, {n_rejected} dead-lettered, reasons {dict(reasons)}; {waits} retries after 503")
+          f"{n_accepted} accepted, {n_rejected} dead-lettered, reasons {dict(reasons)}, "
+          f"{without_retrieval:.0f} without retrieval; {waits} retries after 503")
 
 
 @pytest.mark.integration

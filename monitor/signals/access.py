@@ -53,15 +53,15 @@ def permission_violations(trace: TraceEvent, catalog: Catalog) -> AccessFindings
     def judge(passage: Passage) -> bool | None:
         """The catalog's ACL comes first: it reflects revocations the index has not seen; a
         passage of another tenant's document is a violation whatever its ACL says."""
-        if passage.doc_id is not None:
-            verdict = by_document.get(passage.doc_id)
+        doc_id = catalog.document_of(passage.id, passage.doc_id)
+        if doc_id is not None:
+            verdict = by_document.get(doc_id)
             if verdict is None:
-                verdict = by_document[passage.doc_id] = _document_verdict(passage.doc_id, trace.tenant, principals,
-                                                                          catalog)
+                verdict = by_document[doc_id] = _document_verdict(doc_id, trace.tenant, principals, catalog)
             if verdict is not _ACL_OF_PASSAGE:
                 return verdict
         return _acl_verdict(passage.acl, principals)
 
-    flagged = flag_passages(trace, judge)
+    flagged = flag_passages(trace, judge, lambda passage: catalog.document_of(passage.id, passage.doc_id))
     unknown = sum(1 for verdict in flagged.verdicts.values() if verdict is None)
     return AccessFindings(flagged.candidates, flagged.context, unknown, flagged.doc_ids, flagged.context_doc_ids)

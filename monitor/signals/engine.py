@@ -28,7 +28,7 @@ class SignalEngine:
         self.catalog = catalog
         self._config = config
         self._refusals = compile_refusals(config.refusal_patterns)
-        self._keyword = frozenset(config.keyword_retrievers)
+        self._keyword = frozenset(name.lower() for name in config.keyword_retrievers)
         self.baselines = ScoreBaselines(config.low_score_percentile, config.low_score_min_samples,
                                         config.low_score_window)
         self.recent = RecentTraces(config.recent_traces)
@@ -54,6 +54,7 @@ class SignalEngine:
         return TraceSignals(
             tenant=trace.tenant,
             index=trace.index.name,
+            has_caller=trace.caller is not None and bool(trace.caller.id or trace.caller.groups),
             outcome=answer_outcome(trace, self._refusals),
             access=permission_violations(trace, self.catalog),
             stale=stale_passages(trace, self.catalog),

@@ -64,6 +64,7 @@ class RetrievalFinding:
 class TraceSignals:
     tenant: str
     index: str
+    has_caller: bool  # False: no caller id nor groups, permission checks saw only the tenant
     outcome: Outcome
     access: AccessFindings
     stale: StaleFindings

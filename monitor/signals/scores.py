@@ -59,13 +59,22 @@ def top_score(scores: list[float | None]) -> float | None:
     return max(known) if known else None
 
 
+def is_keyword(retriever: str, keyword_retrievers: Collection[str]) -> bool:
+    """Whether a retriever is keyword search: its name contains one of ``keyword_retrievers``,
+    ignoring case (``bm25`` matches LlamaIndex's ``BM25Retriever`` and Haystack's
+    ``InMemoryBM25Retriever`` as well as a plain ``bm25``)."""
+    name = retriever.lower()
+    return any(keyword in name for keyword in keyword_retrievers)
+
+
 def retrieval_findings(
     trace: TraceEvent,
     thresholds: Mapping[str, Mapping[str, float]],
     baselines: ScoreBaselines,
     keyword_retrievers: Collection[str],
 ) -> list[RetrievalFinding]:
-    """One finding per retrieval list: its top score, whether it is low, whether it is empty.
+    """One finding per retrieval list: its top score, whether it is low, whether it is empty,
+    whether it is keyword search (``keyword_retrievers``: lower-case name parts, see :func:`is_keyword`).
 
     Low means below the configured threshold for (index, retriever), or without one, below the
     trailing percentile of that pair (judged before this score joins it).
@@ -83,5 +92,5 @@ def retrieval_findings(
                 limit = baselines.threshold((index, name))
                 baselines.observe((index, name), top)
             low = limit is not None and top < limit
-        findings.append(RetrievalFinding(name, top, low, not retrieval.passages, name in keyword_retrievers))
+        findings.append(RetrievalFinding(name, top, low, not retrieval.passages, is_keyword(name, keyword_retrievers)))
     return findings

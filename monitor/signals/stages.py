@@ -20,13 +20,15 @@ class Flagged:
     verdicts: dict[str, bool | None] = field(default_factory=dict)  # passage id -> combined verdict
 
 
-def flag_passages(trace: TraceEvent, judge: Callable[[Passage], bool | None]) -> Flagged:
+def flag_passages(trace: TraceEvent, judge: Callable[[Passage], bool | None],
+                  document_of: Callable[[Passage], str | None] = lambda passage: passage.doc_id) -> Flagged:
     """Judge every copy of every passage (True flags it, False clears it, None: cannot tell).
 
     Copies of one passage id often carry different fields (candidate lists: id and score; the
     context: ACL, versions), so the verdicts of all copies are combined: flagged if any copy is
     flagged, unknown only if every copy is. The combined verdict then counts once per stage the id
-    appears in. The context is ``trace.final_context()``.
+    appears in. The context is ``trace.final_context()``. ``document_of`` names a passage's
+    document, for the ids reported with the counts.
     """
     context = trace.final_context()
     lists = [r.passages for r in trace.retrievals]
@@ -47,13 +49,13 @@ def flag_passages(trace: TraceEvent, judge: Callable[[Passage], bool | None]) ->
     result.candidates = len(candidates)
     result.context = len({p.id for p in context if verdicts[p.id]})
     for passages in lists:  # documents in the order they first appear
-        _add_documents(result.doc_ids, passages, verdicts)
-    _add_documents(result.context_doc_ids, context, verdicts)
+        _add_documents(result.doc_ids, passages, verdicts, document_of)
+    _add_documents(result.context_doc_ids, context, verdicts, document_of)
     return result
 
 
-def _add_documents(out: list[str], passages, verdicts: dict[str, bool | None]) -> None:
+def _add_documents(out: list[str], passages, verdicts: dict[str, bool | None], document_of) -> None:
     for passage in passages:
-        doc_id = passage.doc_id
+        doc_id = document_of(passage)
         if verdicts[passage.id] and doc_id and doc_id not in out and len(out) < MAX_IDS:
             out.append(doc_id)

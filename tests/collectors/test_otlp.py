@@ -26,7 +26,8 @@ from starlette.testclient import TestClient
 from collectors.emitter import Emitter, OpenInferenceTransport
 from collectors.http import build_app
 from collectors.otlp import AssemblerFull, OtlpReceiver, TraceAssembler
-from collectors.otlp_spans import parse_json, parse_protobuf, trace_event
+from collectors.otlp_wire import Span, parse_json, parse_protobuf
+from collectors.span_mapping import SpanMapper
 from monitor.config import load_settings
 from monitor.memory import MemorySink
 from monitor.model import FeedbackEvent, TraceEvent
@@ -34,6 +35,10 @@ from monitor.wiring import build_otlp, build_runtime
 from tests.services.harness import free_port
 
 NOW = time.time()
+
+
+def trace_event(spans: list[Span]) -> dict:
+    return SpanMapper().map(spans).event
 
 
 def full_trace(emitter: Emitter) -> str:
@@ -135,8 +140,6 @@ class FakeClock:
 
 
 def spans_of(trace_hex: str, n: int):
-    from collectors.otlp_spans import Span
-
     return [Span(trace_hex, f"{i:016x}", "", "s", 0, 1) for i in range(n)]
 
 
@@ -159,8 +162,6 @@ def test_the_assembler_waits_for_quiet_traces_and_keeps_its_bounds():
 
 
 def test_a_trace_whose_root_span_arrived_waits_only_the_root_grace():
-    from collectors.otlp_spans import Span
-
     clock = FakeClock()
     assembler = TraceAssembler(wait=5.0, max_traces=10, max_spans=10, clock=clock, root_grace=1.0)
     child = lambda trace, n: Span(trace, f"{n:016x}", "f" * 16, "child", 0, 1)  # noqa: E731
@@ -184,8 +185,6 @@ def test_a_trace_whose_root_span_arrived_waits_only_the_root_grace():
 
 
 def test_attribute_values_of_any_type_map_without_an_error():
-    from collectors.otlp_spans import Span, trace_event
-
     root = Span("a" * 32, "1" * 16, "", "rag", 0, 10**9, {
         "openinference.span.kind": "CHAIN", "input.value": "q", "output.value": "a",
         "metadata": '{"citations": 3, "groups": "g", "tenant": {"x": 1}, "abstained": "no"}'})
@@ -194,29 +193,34 @@ def test_attribute_values_of_any_type_map_without_an_error():
         "gen_ai.usage.output_tokens": float("inf"), "gen_ai.output.messages": '[{"parts": 5}, 3, null]'})
     chat = Span("a" * 32, "3" * 16, "1" * 16, "chat", 0, 10**9, {
         "gen_ai.operation.name": "chat", "gen_ai.output.messages": "[" * 100_000 + "]" * 100_000})
-    event = trace_event([root, llm, chat])
-    assert event["answer"]["citations"] == [] and "caller" in event and "usage" not in event
+    retriever = Span("a" * 32, "4" * 16, "1" * 16, "retrieve", 0, 10**9, {
+        "openinference.span.kind": "RETRIEVER", "retrieval.documents.0.document.id": ["x"],
+        "retrieval.documents.0.document.score": "high", "retrieval.documents.0.document.content": 7,
+        "retrieval.documents.0.document.metadata": '{"acl": 5, "span": [3, 1], "doc_id": {}, "indexed_at": "soon"}',
+        "retrieval.documents.1.document.metadata": "not json", "ragmon.context.document_ids": "p1"})
+    event = trace_event([root, llm, chat, retriever])
+    assert event["answer"]["citations"] == [] and "caller" not in event and "usage" not in event
+    # nothing names the first document (a list is no id, 7 is no content) nor the second: both left out
+    assert event["retrievals"] == [{"retriever": "retrieve", "passages": []}] and event["context"] == []
 
 
-def test_a_trace_the_mapping_fails_on_is_dead_lettered_and_delivery_goes_on(tmp_path, monkeypatch):
-    import collectors.otlp as otlp_module
+def test_a_trace_the_mapping_fails_on_is_dead_lettered_and_delivery_goes_on(tmp_path):
     from collectors.files import read_dead_letters
-    from collectors.otlp_spans import Span
-
     settings = load_settings(environ={"RAGMON_DATABASE__URL": f"sqlite:///{tmp_path / 'ragmon.db'}",
                                       "RAGMON_DEAD_LETTER__PATH": str(tmp_path / "dead.jsonl")})
     runtime = build_runtime(settings, registry=CollectorRegistry())
-    original = otlp_module.trace_event
 
-    def fragile(spans):
-        if spans[0].trace_id == "b" * 32:
-            raise TypeError("cannot map 'secret query'")
-        return original(spans)
+    class Fragile(SpanMapper):
+        def map(self, spans):
+            if spans[0].trace_id == "b" * 32:
+                raise TypeError("cannot map 'secret query'")
+            return super().map(spans)
 
-    monkeypatch.setattr(otlp_module, "trace_event", fragile)
     clock = FakeClock()
-    receiver = OtlpReceiver(TraceAssembler(1.0, 10, 10, clock=clock), lambda r, e: runtime.pipeline.process(r))
-    root = lambda trace: Span(trace, "f" * 16, "", "rag", 10**18, 10**18 + 1, {"input.value": "q"})  # noqa: E731
+    receiver = OtlpReceiver(TraceAssembler(1.0, 10, 10, clock=clock), lambda r, e: runtime.pipeline.process(r),
+                            mapper=Fragile())
+    root = lambda trace: Span(trace, "f" * 16, "", "rag", 10**18, 10**18 + 1, {  # noqa: E731
+        "input.value": "q", "openinference.span.kind": "RETRIEVER"})
     receiver._assembler.add([root("a" * 32), root("b" * 32), root("c" * 32)])
     clock.now = 2.0
     receiver._flush()
@@ -348,3 +352,42 @@ def test_genai_spans_made_directly_with_the_sdk_arrive_over_http(server):
     assert [(p.id, p.score) for p in event.retrievals[0].passages] == [("hb-3#1", 0.66)]
     assert event.answer is None and event.usage.input_tokens == 90  # no answer text: outcome unknown
     provider.shutdown()
+
+
+def test_unreadable_attributes_are_named_per_span_and_counted_and_a_trace_without_retrieval_is_only_counted(
+        tmp_path):
+    from exporters.prometheus import metric_sum
+
+    settings = load_settings(environ={"RAGMON_DATABASE__URL": f"sqlite:///{tmp_path / 'r.db'}",
+                                      "RAGMON_DEAD_LETTER__PATH": str(tmp_path / "d.jsonl")})
+    runtime = build_runtime(settings, registry=CollectorRegistry())
+    otlp = build_otlp(runtime)
+    provider, exporter = in_memory_provider()
+    tracer = provider.get_tracer("app")
+    with tracer.start_as_current_span("rag", attributes={"openinference.span.kind": "CHAIN", "input.value": "q",
+                                                         "metadata": "{broken"}), \
+            tracer.start_as_current_span("retrieve", attributes={
+                "openinference.span.kind": "RETRIEVER", "retrieval.documents.0.document.id": "d1",
+                "retrieval.documents.0.document.score": "very", "retrieval.documents.1.document.id": "d2",
+                "retrieval.documents.1.document.metadata": '{"acl": 7}'}):
+        pass
+    with tracer.start_as_current_span("SentenceSplitter._parse_nodes", attributes={"openinference.span.kind": "CHAIN"}):
+        pass
+    spans = exporter.get_finished_spans()
+    answer = otlp.receive(encode_spans(spans).SerializeToString(), "application/x-protobuf")
+    from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceResponse
+
+    partial = ExportTraceServiceResponse.FromString(answer.body).partial_success
+    assert answer.status == 200 and partial.rejected_spans == 0
+    retrieve_id = format(spans[0].context.span_id, "016x")
+    assert f"span {retrieve_id}: `retrieval.documents.0.document.score` is not a finite number" in partial.error_message
+    assert "`retrieval.documents.1.document.metadata`: `acl` has a value of the wrong kind" in partial.error_message
+    assert "`metadata` is not a JSON object" in partial.error_message and "very" not in partial.error_message
+    count = lambda name, **labels: metric_sum(runtime.registry, name, **labels)  # noqa: E731
+    assert [count("ragmon_malformed_span_attributes_total", attribute=a)
+            for a in ("document.score", "document.metadata", "metadata")] == [1, 1, 1]
+    otlp.shutdown(5)  # delivers what is assembled
+    accepted, rejected = runtime.pipeline.stats.snapshot()
+    assert accepted == {("otlp", "trace"): 1} and rejected == {}  # the trace kept; the ingestion run not processed
+    assert count("ragmon_otlp_traces_without_retrieval_total") == 1
+    runtime.close()

@@ -19,7 +19,7 @@ from monitor.signals import AccessFindings, Outcome, RetrievalFinding, StaleFind
 
 def signals(tenant: str, index: str, retriever: str) -> TraceSignals:
     return TraceSignals(
-        tenant=tenant, index=index, outcome=Outcome.ANSWERED, access=AccessFindings(1, 1, 1),
+        tenant=tenant, index=index, has_caller=True, outcome=Outcome.ANSWERED, access=AccessFindings(1, 1, 1),
         stale=StaleFindings(1, 1), retrievals=[RetrievalFinding(retriever, 0.5, True, False, False)],
         duplicate_passages=1, duplicate_doc_versions=1, mixed_embeddings=True, unsupported_citations=1,
         rephrase_of=None, latency=Latency(retrieve=10, total=20), usage=Usage(input_tokens=5, output_tokens=2,

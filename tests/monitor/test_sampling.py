@@ -49,7 +49,7 @@ EARLIER = TraceRef("t0", "acme", "policies", NOW - 60)
 def signals(outcome=Outcome.ANSWERED, candidates=0, context=0, unknown_acl=0, stale_candidates=0, stale_context=0,
             low=False, unsupported=0, rephrase_of=None) -> TraceSignals:
     return TraceSignals(
-        tenant="acme", index="policies", outcome=outcome,
+        tenant="acme", index="policies", has_caller=True, outcome=outcome,
         access=AccessFindings(candidates=candidates, context=context, unknown_acl=unknown_acl),
         stale=StaleFindings(candidates=stale_candidates, context=stale_context),
         retrievals=[RetrievalFinding("bm25", 3.0, False, False, True),

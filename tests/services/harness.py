@@ -11,6 +11,7 @@ from __future__ import annotations
 import base64
 import contextlib
 import glob
+import hashlib
 import json
 import os
 import pwd
@@ -31,6 +32,23 @@ CACHE = Path(os.environ.get("SERVICES_CACHE_DIR", Path.home() / ".cache" / "ragm
 
 
 HELM_VERSION = "v3.22.0"
+
+
+def clients_dir() -> Path:
+    """The virtual environment of the RAG frameworks in tests/clients/, named by a digest of its
+    requirements so that a changed pin installs afresh (install.sh creates it)."""
+    clients = HERE.parent / "clients"
+    digest = hashlib.sha256(b"".join((clients / name).read_bytes() for name in ("requirements.txt",
+                                                                                   "constraints.txt")))
+    return CACHE / f"clients-{digest.hexdigest()[:12]}"
+
+
+def clients_python() -> Path:
+    python = clients_dir() / "bin" / "python"
+    if not (clients_dir() / ".complete").exists():
+        raise FileNotFoundError(f"the frameworks of tests/clients are missing at {clients_dir()}: "
+                                "run tests/services/install.sh")
+    return python
 
 
 def helm_binary() -> Path:

@@ -3,6 +3,7 @@
 #   PostgreSQL server, Prometheus + promtool, Alertmanager (Debian packages),
 #   Apache Kafka broker jars (Maven Central, cached outside the repository),
 #   Label Studio (PyPI, in a virtual environment of its own, cached outside the repository),
+#   the RAG frameworks of tests/clients/ (PyPI, likewise),
 #   helm (built from the Go module proxy with `go install`, cached outside the repository).
 # Idempotent: a second run on a prepared machine only checks and returns.
 set -euo pipefail
@@ -45,6 +46,15 @@ if [ ! -f "$ls_dir/.complete" ]; then
   "$ls_dir/bin/python" -m pip install -q -r "$here/label-studio-requirements.txt"
   touch "$ls_dir/.complete"
 fi
+clients_dir="$(python3 -c 'import sys; sys.path.insert(0, sys.argv[1]); import harness; print(harness.clients_dir())' "$here")"
+if [ ! -f "$clients_dir/.complete" ]; then
+  echo "installing the RAG frameworks of tests/clients into $clients_dir"
+  rm -rf "$clients_dir"
+  python3 -m venv "$clients_dir"
+  "$clients_dir/bin/python" -m pip install -q --upgrade pip
+  "$clients_dir/bin/python" -m pip install -q -r "$here/../clients/requirements.txt" -c "$here/../clients/constraints.txt"
+  touch "$clients_dir/.complete"
+fi
 helm_version="$(sed -n 's:^HELM_VERSION = "\(.*\)"$:\1:p' "$here/harness.py")"
 helm_dir="$cache/helm-$helm_version"
 if [ ! -x "$helm_dir/helm" ]; then
@@ -52,4 +62,5 @@ if [ ! -x "$helm_dir/helm" ]; then
   mkdir -p "$helm_dir"
   GOBIN="$helm_dir" GOFLAGS=-mod=mod go install "helm.sh/helm/v3/cmd/helm@$helm_version"
 fi
-echo "services ready: kafka $kafka_version in $kafka_dir, label studio $ls_version in $ls_dir, helm in $helm_dir"
+echo "services ready: kafka $kafka_version in $kafka_dir, label studio $ls_version in $ls_dir, helm in $helm_dir," \
+     "frameworks in $clients_dir"

@@ -85,7 +85,7 @@ def test_a_decoded_trace_yields_every_signal():
                             "modified_at": "2026-11-25T09:00:00Z", "acl": ["group:staff"]}))
     result = signals.observe(decode(FULL_TRACE))
     assert result == TraceSignals(
-        tenant="acme", index="policies", outcome=Outcome.ANSWERED,
+        tenant="acme", index="policies", has_caller=True, outcome=Outcome.ANSWERED,
         access=AccessFindings(candidates=1, context=1, unknown_acl=2, doc_ids=["pay"]),
         stale=StaleFindings(candidates=2, context=1, doc_ids=["leave"]),
         retrievals=[RetrievalFinding("bm25", None, False, True, True),
@@ -102,7 +102,8 @@ def test_a_minimal_trace_without_answer_is_unknown_with_empty_findings():
     result = engine().observe(decode({"type": "trace", "trace_id": "t", "time": NOW, "query": "",
                                       "index": {"name": "i"}}))
     assert result == TraceSignals(
-        tenant="default", index="i", outcome=Outcome.UNKNOWN, access=AccessFindings(), stale=StaleFindings(),
+        tenant="default", index="i", has_caller=False, outcome=Outcome.UNKNOWN, access=AccessFindings(),
+        stale=StaleFindings(),
         retrievals=[], duplicate_passages=0, duplicate_doc_versions=0, mixed_embeddings=False,
         unsupported_citations=0, rephrase_of=None, latency=None, usage=None)
     assert (result.empty_keyword_side, result.low_score) == (False, False)

@@ -216,12 +216,16 @@ def test_each_list_of_a_trace_feeds_its_own_baseline():
     assert (scores.threshold(("policies", "vector")), scores.threshold(("policies", "bm25"))) == (0.7, 14.0)
 
 
-@pytest.mark.parametrize(("name", "keyword"), [("bm25", True), ("keyword", True), ("sparse", True),
-                                               ("vector", False), ("BM25", False), ("fused", False)])
-def test_keyword_retrievers_are_matched_by_name(name, keyword):
+@pytest.mark.parametrize(("name", "keyword"), [
+    ("bm25", True), ("keyword", True), ("sparse", True), ("vector", False), ("fused", False),
+    # the names real frameworks give their retrievers (span names, methods cut off)
+    ("BM25Retriever", True), ("InMemoryBM25Retriever", True), ("KeywordTableSimpleRetriever", True),
+    ("VectorIndexRetriever", False), ("InMemoryEmbeddingRetriever", False), ("ColBERTv2", False)])
+def test_keyword_retrievers_are_matched_by_name_parts_ignoring_case(name, keyword):
     assert retrieval_findings(make_trace((name, [])), {}, baselines(), KEYWORD)[0].keyword is keyword
 
 
 def test_custom_keyword_retriever_names():
-    findings = retrieval_findings(make_trace(("bm25", []), ("es", [])), {}, baselines(), {"es"})
-    assert [f.keyword for f in findings] == [False, True]
+    findings = retrieval_findings(make_trace(("bm25", []), ("es", []), ("ESRetriever", [])), {}, baselines(),
+                                  {"es"})
+    assert [f.keyword for f in findings] == [False, True, True]

@@ -1,0 +1,105 @@
+"""Comparing what ragmon reported (``/metrics`` and the stored samples) with what it must report
+(``tests.clients.expect``), for every server of the run."""
+
+from __future__ import annotations
+
+import sqlite3
+import time
+from typing import Any
+
+from tests.clients.expect import Catalog, Expected, expected
+from tests.ragmon_process import RagmonServer, scraped
+
+GLOBAL_COUNTERS = (("ragmon_derived_passage_ids_total", {"how": "metadata"}),
+                   ("ragmon_derived_passage_ids_total", {"how": "content_hash"}),
+                   ("ragmon_unmapped_passages_total", {}),
+                   ("ragmon_otlp_traces_without_retrieval_total", {}))
+
+
+def snapshot(servers: dict[str, RagmonServer]) -> dict[str, dict[str, float]]:
+    """The counters without a tenant label, per server, to compare a run's increments."""
+    return {export: {f"{name}{labels}": scraped(server.url, name, **labels) for name, labels in GLOBAL_COUNTERS}
+            for export, server in servers.items()}
+
+
+def samples_of(server: RagmonServer, tenant: str) -> dict[str, tuple[list[str], dict[str, Any]]]:
+    import json
+
+    with sqlite3.connect(server.scratch / "ragmon.db") as db:
+        rows = db.execute("select trace_id, strata, payload from sample where tenant = ?", (tenant,)).fetchall()
+    return {trace_id: (json.loads(strata), json.loads(payload)) for trace_id, strata, payload in rows}
+
+
+def wait_for(server: RagmonServer, tenant: str, traces: int, timeout: float = 60) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if (scraped(server.url, "ragmon_answers_total", tenant=tenant) >= traces
+                and len(samples_of(server, tenant)) >= traces):
+            return
+        time.sleep(0.25)
+    raise AssertionError(f"{server.url}: {scraped(server.url, 'ragmon_answers_total', tenant=tenant):.0f} of "
+                         f"{traces} traces of {tenant} arrived in {timeout:.0f} s")
+
+
+def outcome(question: dict[str, Any], expectation: Expected) -> str:
+    if question.get("answer") in (None, ""):
+        return "unknown"
+    return "answered" if expectation.context else "empty_context"
+
+
+def assert_agrees(servers: dict[str, RagmonServer], plan: dict[str, Any], report: dict[str, Any],
+                  catalog_events: list[dict[str, Any]], before: dict[str, dict[str, float]],
+                  without_retrieval: int = 0) -> dict[str, Expected]:
+    """Every server holds one sample per question whose lists, context, question, answer, caller and
+    strata are the expected ones, and its counters grew by the expected amounts. ``without_retrieval``: traces the
+    app made that hold no retrieval (ingestion runs)."""
+    tenant, index = plan["tenant"], plan["index"]
+    catalog = Catalog.of(catalog_events)
+    questions = {q["trace_id"]: q for q in report["questions"]}
+    expectations = {trace_id: expected(q, tenant, index, catalog) for trace_id, q in questions.items()}
+    derived: dict[str, int] = {}
+    for e in expectations.values():
+        for how, n in e.derived.items():
+            derived[how] = derived.get(how, 0) + n
+    for export, server in servers.items():
+        wait_for(server, tenant, len(questions))
+        samples = samples_of(server, tenant)
+        assert set(samples) == set(questions), f"{export}: traces stored are not the questions asked"
+        for trace_id, e in expectations.items():
+            strata, payload = samples[trace_id]
+            where = f"{export}, question {questions[trace_id]['question']!r}"
+            # a stored event leaves out what is empty
+            assert [[p["id"] for p in r.get("passages", [])] for r in payload.get("retrievals", [])] == e.lists, where
+            assert [p["id"] for p in payload.get("context", [])] == e.context, where
+            caller = questions[trace_id].get("caller")
+            if caller:
+                assert payload["caller"]["groups"] == caller["groups"], where
+                assert bool(payload["caller"].get("id")) == bool(caller.get("id")), where
+            else:
+                assert "caller" not in payload, where
+            assert ("permission_violation" in strata) == bool(e.leaked_candidates or e.leaked_context), where
+            assert payload["query"] == questions[trace_id]["question"], where
+            assert (payload.get("answer") or {}).get("text") == questions[trace_id].get("answer"), where
+        def count(name: str, url: str = server.url, **labels: str) -> float:
+            return scraped(url, name, tenant=tenant, **labels)
+
+        assert count("ragmon_permission_violations_total", stage="candidates") == sum(
+            len(e.leaked_candidates) for e in expectations.values()), export
+        assert count("ragmon_permission_violations_total", stage="context") == sum(
+            len(e.leaked_context) for e in expectations.values()), export
+        assert count("ragmon_stale_passages_served_total", stage="candidates") == sum(
+            len(e.stale_candidates) for e in expectations.values()), export
+        assert count("ragmon_stale_passages_served_total", stage="context") == sum(
+            len(e.stale_context) for e in expectations.values()), export
+        assert count("ragmon_unknown_acl_passages_total") == sum(len(e.unknown_acl) for e in expectations.values())
+        for name in ("answered", "unknown", "empty_context", "abstained"):
+            assert count("ragmon_answers_total", outcome=name) == sum(
+                outcome(questions[t], e) == name for t, e in expectations.items()), (export, name)
+        assert count("ragmon_traces_without_caller_total") == sum(
+            not q.get("caller") for q in questions.values()), export
+        after = snapshot({export: server})[export]
+        grew = {key: after[key] - before[export][key] for key in after}
+        for how in ("metadata", "content_hash"):
+            assert grew[f"ragmon_derived_passage_ids_total{{'how': '{how}'}}"] == derived.get(how, 0), (export, how)
+        assert grew["ragmon_otlp_traces_without_retrieval_total{}"] == without_retrieval, export
+    return expectations

@@ -1,0 +1,135 @@
+"""LlamaIndex, instrumented with OpenInference, answering the plan's questions three ways:
+
+1. a BM25 retriever alone (questions 1-2): one retrieval, reported by LlamaIndex as two nested
+   RETRIEVER spans (``retrieve`` with the documents, ``_retrieve`` without);
+2. a query engine, BM25 -> a reranker -> a response synthesizer on MockLLM (questions 3-4); the
+   reranker is the application's own node postprocessor, dispatching LlamaIndex's rerank events
+   as its built-in rerankers do, so the instrumentation reports a RERANKER span;
+3. a query engine whose similarity cutoff drops passages (question 5): no span says which
+   passages the model got, so the application names them in ``ragmon.context.document_ids`` on
+   its own root span, with the caller in ``user.id`` and ``ragmon.caller.groups``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from openinference.instrumentation import using_attributes
+from openinference.instrumentation.llama_index import LlamaIndexInstrumentor
+from otel_export import arguments, load_plan, one_trace, provider, report
+
+args = arguments()
+plan = load_plan(args)
+tracer_provider, roots = provider(args.export, {"ragmon.tenant": args.tenant})
+LlamaIndexInstrumentor().instrument(tracer_provider=tracer_provider)
+
+from llama_index.core import Document  # noqa: E402  (instrumented first, as the instrumentation asks)
+from llama_index.core.instrumentation import get_dispatcher  # noqa: E402
+from llama_index.core.instrumentation.events.rerank import ReRankEndEvent, ReRankStartEvent  # noqa: E402
+from llama_index.core.llms import MockLLM  # noqa: E402
+from llama_index.core.node_parser import SentenceSplitter  # noqa: E402
+from llama_index.core.postprocessor import SimilarityPostprocessor  # noqa: E402
+from llama_index.core.postprocessor.types import BaseNodePostprocessor  # noqa: E402
+from llama_index.core.query_engine import RetrieverQueryEngine  # noqa: E402
+from llama_index.core.schema import NodeWithScore, QueryBundle  # noqa: E402
+from llama_index.retrievers.bm25 import BM25Retriever  # noqa: E402
+
+dispatcher = get_dispatcher(__name__)
+
+
+class KeywordOverlapRerank(BaseNodePostprocessor):
+    """Reorders nodes by the share of query words they contain and keeps the best ``top_n``."""
+
+    top_n: int = 2
+    seen: list[list[NodeWithScore]] = []
+
+    def _postprocess_nodes(self, nodes: list[NodeWithScore], query_bundle: QueryBundle | None = None
+                           ) -> list[NodeWithScore]:
+        dispatcher.event(ReRankStartEvent(query=query_bundle, nodes=nodes, top_n=self.top_n,
+                                          model_name="keyword-overlap"))
+        words = set(query_bundle.query_str.lower().split()) if query_bundle else set()
+        scored = [NodeWithScore(node=n.node, score=len(words & set(n.node.get_content().lower().split())) / 10)
+                  for n in nodes]
+        kept = sorted(scored, key=lambda n: n.score, reverse=True)[: self.top_n]
+        self.seen.append(list(nodes))
+        dispatcher.event(ReRankEndEvent(nodes=kept))
+        return kept
+
+
+class Recorder(BaseNodePostprocessor):
+    """Passes nodes through, keeping what it saw (the retriever's list, for the report)."""
+
+    seen: list[list[NodeWithScore]] = []
+
+    def _postprocess_nodes(self, nodes, query_bundle=None):
+        self.seen.append(list(nodes))
+        return nodes
+
+
+def documents_of(nodes: list[NodeWithScore]) -> list[dict[str, Any]]:
+    return [{"id": n.node.node_id, "content": n.node.get_content(), "metadata": dict(n.node.metadata),
+             "score": n.score} for n in nodes]
+
+
+corpus = []
+for d in plan["documents"]:
+    metadata = {"doc_id": d["doc_id"]}
+    if d["version"] is not None:
+        metadata["doc_version"] = d["version"]
+    if d["acl"] is not None:
+        metadata["acl"] = d["acl"]
+    corpus.append(Document(text=d["text"], doc_id=d["doc_id"], metadata=metadata))
+nodes = SentenceSplitter().get_nodes_from_documents(corpus)  # an ingestion run: a trace with no retrieval
+retriever = BM25Retriever.from_defaults(nodes=nodes, similarity_top_k=2)
+wide_retriever = BM25Retriever.from_defaults(nodes=nodes, similarity_top_k=3)
+caller = plan["caller"]
+questions = []
+
+
+def asked(question: str, lists, context, answer, trace_id: str) -> None:
+    questions.append({"trace_id": trace_id, "question": question, "caller": caller, "lists": lists,
+                      "context": context, "answer": answer})
+
+
+def under_caller(run):
+    def call():
+        with using_attributes(user_id=caller["id"], metadata={"tenant": args.tenant, "groups": caller["groups"],
+                                                               "index": plan["index"]}):
+            return run()
+    return call
+
+
+for question in plan["questions"][:2]:
+    found, trace_id = one_trace(roots, under_caller(lambda q=question: retriever.retrieve(q)))
+    asked(question, [documents_of(found)], documents_of(found), None, trace_id)
+
+reranker = KeywordOverlapRerank(top_n=1)
+engine = RetrieverQueryEngine.from_args(retriever, llm=MockLLM(max_tokens=8), node_postprocessors=[reranker])
+for question in plan["questions"][2:4]:
+    response, trace_id = one_trace(roots, under_caller(lambda q=question: engine.query(q)))
+    candidates = reranker.seen[-1]
+    asked(question, [documents_of(candidates), documents_of(response.source_nodes)],
+          documents_of(response.source_nodes), str(response), trace_id)
+
+recorder = Recorder()
+cutoff = RetrieverQueryEngine.from_args(wide_retriever, llm=MockLLM(max_tokens=8),
+                                        node_postprocessors=[recorder, SimilarityPostprocessor(similarity_cutoff=0.1)])
+tracer = tracer_provider.get_tracer("rag-app")
+
+
+def with_explicit_context(question: str):
+    with tracer.start_as_current_span("answer", attributes={
+            "user.id": caller["id"], "ragmon.caller.groups": caller["groups"],
+            "metadata": f'{{"index": "{plan["index"]}"}}'}) as span:
+        response = cutoff.query(question)
+        span.set_attribute("ragmon.context.document_ids", [n.node.node_id for n in response.source_nodes])
+        span.set_attribute("input.value", question)
+        span.set_attribute("output.value", str(response))
+        span.set_attribute("openinference.span.kind", "CHAIN")
+        return response
+
+
+question = plan["questions"][4]
+response, trace_id = one_trace(roots, lambda: with_explicit_context(question))
+asked(question, [documents_of(recorder.seen[-1])], documents_of(response.source_nodes), str(response), trace_id)
+report(tracer_provider, {"questions": questions, "traces_without_retrieval": 1})

@@ -1,0 +1,63 @@
+"""Spans made by hand with the OTel GenAI semantic conventions, through the SDK's OTLP/HTTP exporters,
+into `ragmon serve`: ``gen_ai.retrieval.documents`` read in structured form (an array of maps on the
+wire) and as a JSON string, the index named by ``gen_ai.data_source.id``, the query, answer, usage
+and conversation taken from the retrieval and chat spans, the caller from the workflow root. GenAI
+documents carry only ids and scores, so leaks, revocations and stale passages come from the
+catalog: the document events and what the index reported embedding."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from tests.clients.agreement import assert_agrees, samples_of, snapshot
+from tests.clients.conftest import run_app, send_events
+from tests.clients.plans import DAY, standard_plan
+
+#: The version each document's index holds: the handbook's is older than the catalog's.
+INDEXED = {"leave": "3", "payroll": "1", "handbook": "1", "security": "1"}
+
+
+def plan_and_catalog(tenant: str) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """The standard plan, and its catalog with what the indexing pipeline reported embedding into
+    the plan's index ten days ago (before the handbook's change two days ago)."""
+    plan, now = standard_plan(tenant), time.time()
+    indexed = [{"type": "index", "index": plan["index"], "doc_id": f"{tenant}/{name}", "version": version,
+                "indexed_at": now - 10 * DAY} for name, version in INDEXED.items()]
+    return plan, plan["catalog"] + indexed
+
+
+def test_genai_structured_and_json_documents_judged_by_the_catalog(ragmon_servers, tmp_path):
+    plan, catalog = plan_and_catalog("genai")
+    send_events(ragmon_servers, catalog)
+    before = snapshot(ragmon_servers)
+    report = run_app("genai_app", ragmon_servers, plan, tmp_path)
+    assert [q["shape"] for q in report["questions"]] == ["structured"] * 2 + ["json"] * 2 + ["framework"]
+    expectations = assert_agrees(ragmon_servers, plan, report, catalog, before)
+
+    # what ragmon read besides the lists: per server, the stored sample against the app's own values
+    for export, server in ragmon_servers.items():
+        samples = samples_of(server, plan["tenant"])
+        for q in report["questions"]:
+            trace = samples[q["trace_id"]][1]
+            where = f"{export}, {q['shape']} question {q['question']!r}"
+            assert trace["index"]["name"] == plan["index"], where
+            assert [r["retriever"] for r in trace["retrievals"]] == [q["retriever"]], where
+            assert [p.get("score") for p in trace["retrievals"][0]["passages"]] == [
+                d["score"] for d in q["lists"][0]], where
+            assert trace["conversation_id"] == q["conversation_id"], where
+            assert trace["usage"] == q["usage"], where
+            assert trace["caller"]["groups"] == q["caller"]["groups"] and trace["caller"]["id"], where
+
+    # every shape reached the catalog: a leak of another group's document, a revocation only the
+    # catalog knows, a version older than the catalog's (from the index's report), no ACL at all
+    by_shape: dict[str, set[str]] = {}
+    for q in report["questions"]:
+        by_shape.setdefault(q["shape"], set()).update(d["id"] for d in q["context"])
+    assert all(by_shape.values())
+    leaked = {p for e in expectations.values() for p in e.leaked_context}
+    stale = {p for e in expectations.values() for p in e.stale_context}
+    unknown = {p for e in expectations.values() for p in e.unknown_acl}
+    assert leaked == {"genai/payroll", "genai/security"}
+    assert stale == {"genai/handbook"}
+    assert unknown == {"genai/office#0"}

@@ -1,0 +1,246 @@
+"""The mapping rules one at a time, on span shapes the instrumented frameworks produce (the
+conformance suite in tests/clients/ runs the frameworks themselves)."""
+
+from __future__ import annotations
+
+import hashlib
+
+import pytest
+
+from collectors.otlp_wire import Span, SpanEvent
+from collectors.passage_ids import PassageNamer
+from collectors.semconv import read_span
+from collectors.span_mapping import SpanMapper
+
+T = "a" * 32
+MS = 1_000_000
+
+
+def span(span_id: int, parent: int | None, name: str, start: int, end: int, **attributes) -> Span:
+    return Span(T, f"{span_id:016x}", f"{parent:016x}" if parent is not None else "", name, start * MS, end * MS,
+                {k.replace("__", "."): v for k, v in attributes.items()})
+
+
+def docs(prefix: str, *documents: dict) -> dict:
+    """OpenInference document attributes: ``docs("retrieval.documents", {"id": "a", "score": 1})``."""
+    out = {}
+    for i, document in enumerate(documents):
+        for field, value in document.items():
+            out[f"{prefix}.{i}.document.{field}"] = value
+    return out
+
+
+def retriever(span_id, parent, name, start, end, *documents, **attributes) -> Span:
+    s = span(span_id, parent, name, start, end, openinference__span__kind="RETRIEVER", **attributes)
+    s.attributes.update(docs("retrieval.documents", *documents))
+    return s
+
+
+def mapped(*spans, namer=None):
+    return SpanMapper(namer).map(list(spans))
+
+
+def ids(event) -> list[list[str]]:
+    return [[p["id"] for p in r["passages"]] for r in event["retrievals"]]
+
+
+def test_an_empty_nested_level_is_not_a_list_of_its_own():
+    # LlamaIndex: retrieve (documents) -> _retrieve (none)
+    outer = retriever(1, None, "BM25Retriever.retrieve", 0, 10, {"id": "n1", "score": 2.0}, {"id": "n2", "score": 1.0},
+                      input__value="q")
+    inner = retriever(2, 1, "BM25Retriever._retrieve", 1, 9)
+    event = mapped(outer, inner).event
+    assert ids(event) == [["n1", "n2"]] and event["retrievals"][0]["retriever"] == "BM25Retriever"
+    assert [p["id"] for p in event["context"]] == ["n1", "n2"] and event["latency_ms"]["retrieve"] == 10
+
+
+def test_levels_with_the_same_documents_merge_and_the_best_identified_wins():
+    # DSPy: Retrieve.forward (content only) -> ColBERTv2.__call__ (ids, content, scores)
+    outer = retriever(1, None, "Retrieve.forward", 0, 10, {"content": "alpha"}, {"content": "beta"})
+    inner = retriever(2, 1, "ColBERTv2.__call__", 1, 9, {"id": 7, "content": "alpha", "score": 0.9},
+                      {"id": 8, "content": "beta", "score": 0.5})
+    result = mapped(outer, inner)
+    assert ids(result.event) == [["7", "8"]] and result.event["retrievals"][0]["retriever"] == "ColBERTv2"
+    assert [p["score"] for p in result.event["retrievals"][0]["passages"]] == [0.9, 0.5]
+    assert not result.derived  # counted once, and by the ids the inner level had
+
+
+def test_an_empty_wrapper_around_a_level_with_documents_gives_that_level():
+    outer = retriever(1, None, "Wrapper.retrieve", 0, 10)
+    inner = retriever(2, 1, "Store.search", 1, 9, {"id": "x"})
+    assert ids(mapped(outer, inner).event) == [["x"]]
+
+
+def test_a_fusion_retriever_and_its_sources_stay_three_lists_in_order_of_completion():
+    fused = retriever(1, None, "EnsembleRetriever", 0, 30, {"id": "b"}, {"id": "a"}, {"id": "c"})
+    keyword = retriever(2, 1, "BM25Retriever", 1, 10, {"id": "a"}, {"id": "b"})
+    vector = retriever(3, 1, "VectorRetriever", 11, 20, {"id": "c"}, {"id": "b"})
+    event = mapped(fused, keyword, vector).event
+    assert ids(event) == [["a", "b"], ["c", "b"], ["b", "a", "c"]]
+    assert [p["id"] for p in event["context"]] == ["b", "a", "c"]
+
+
+def test_a_retrieval_that_found_nothing_is_an_empty_list_and_an_empty_context():
+    event = mapped(retriever(1, None, "BM25Retriever.retrieve", 0, 10)).event
+    assert event["retrievals"] == [{"retriever": "BM25Retriever", "passages": []}] and event["context"] == []
+
+
+def test_the_reranker_output_is_the_context_and_a_list():
+    root = span(1, None, "query", 0, 50, openinference__span__kind="CHAIN", input__value="q", output__value="a")
+    found = retriever(2, 1, "retrieve", 1, 10, {"id": "a"}, {"id": "b"})
+    rerank = span(3, 1, "rerank", 11, 20, openinference__span__kind="RERANKER",
+                  reranker__model_name="keyword-overlap", **{
+                      k.replace(".", "__"): v for k, v in docs("reranker.output_documents", {"id": "b"}).items()})
+    event = mapped(root, found, rerank).event
+    assert ids(event) == [["a", "b"], ["b"]] and event["retrievals"][1]["retriever"] == "keyword-overlap"
+    assert [p["id"] for p in event["context"]] == ["b"] and event["answer"]["text"] == "a"
+
+
+def test_an_explicit_context_wins_and_keeps_the_fields_its_passages_had_in_the_lists():
+    root = span(1, None, "answer", 0, 50, ragmon__context__document_ids=["b", "zz"])
+    found = retriever(2, 1, "retrieve", 1, 10, {"id": "a"}, {"id": "b", "metadata": '{"acl": ["group:x"]}'})
+    event = mapped(root, found).event
+    assert event["context"] == [{"id": "b", "acl": ["group:x"]}, {"id": "zz"}]
+
+
+def test_passages_without_ids_are_named_by_metadata_then_content_and_counted():
+    found = retriever(1, None, "BM25Retriever", 0, 10,
+                      {"content": "five days", "metadata": '{"source": "h.pdf", "page": 3}'},
+                      {"content": "payroll", "metadata": '{"doc_id": "pay", "span": [10, 40]}'},
+                      {"content": "just text", "metadata": '{"source": "notes.md"}'},
+                      {"metadata": '{"author": "someone"}'},  # nothing names it
+                      {"content": "chunk", "metadata": '{"chunk_id": "c-9", "source": "x"}'})
+    result = mapped(found)
+    digest = hashlib.blake2b(b"just text", digest_size=16).hexdigest()
+    assert ids(result.event) == [["h.pdf#3", "pay#10:40", f"sha:{digest}", "c-9"]]
+    assert [p.get("doc_id") for p in result.event["retrievals"][0]["passages"]] == ["h.pdf", "pay", "notes.md", "x"]
+    assert result.derived == {"metadata": 3, "content_hash": 1} and result.unmapped == 1
+
+
+def test_the_key_orders_are_configurable():
+    found = retriever(1, None, "r", 0, 10, {"content": "t", "metadata": '{"uuid": "u-1", "path": "/docs/a"}'})
+    namer = PassageNamer(passage_id_keys=["uuid"], doc_id_keys=["path"])
+    [[passage]] = [r["passages"] for r in mapped(found, namer=namer).event["retrievals"]]
+    assert passage["id"] == "u-1" and passage["doc_id"] == "/docs/a"
+
+
+def test_langchain_ids_are_read_from_the_span_output_when_the_documents_agree():
+    output = ('{"documents": [{"id": "leave#0", "metadata": {}, "page_content": "five days", "type": "Document"},'
+              ' {"id": null, "metadata": {}, "page_content": "other", "type": "Document"}]}')
+    found = retriever(1, None, "BM25Retriever", 0, 10, {"content": "five days"}, {"content": "other"},
+                      output__value=output, output__mime_type="application/json",
+                      metadata='{"ls_retriever_name": "bm25"}')
+    result = mapped(found)
+    assert ids(result.event)[0][0] == "leave#0" and ids(result.event)[0][1].startswith("sha:")
+    assert result.event["retrievals"][0]["retriever"] == "bm25"
+    disagreeing = retriever(1, None, "BM25Retriever", 0, 10, {"content": "changed"}, {"content": "other"},
+                            output__value=output, output__mime_type="application/json")
+    assert ids(mapped(disagreeing).event)[0][0].startswith("sha:")
+
+
+def test_genai_and_vector_store_results_are_lists():
+    root = span(1, None, "answer", 0, 50, user__id="u-1")
+    genai = span(2, 1, "retrieval kb", 1, 10, gen_ai__operation__name="retrieval", gen_ai__data_source__id="kb",
+                 gen_ai__retrieval__query__text="reset password",
+                 gen_ai__retrieval__documents=[{"id": "kb-1", "score": 0.7, "doc_version": "2"}, {"id": "kb-2"}])
+    chroma = span(3, 1, "chroma.query", 11, 20, db__system="chroma")
+    chroma.events = [SpanEvent("db.query.result", 0, {"db.query.result.id": "c-1", "db.query.result.distance": 0.1,
+                                                      "db.query.result.document": "text",
+                                                      "db.query.result.metadata": '{"acl": "group:a, group:b"}'})]
+    event = mapped(root, genai, chroma).event
+    assert event["index"]["name"] == "kb" and event["query"] == "reset password"
+    assert event["retrievals"][0] == {"retriever": "retrieval kb", "passages": [
+        {"id": "kb-1", "score": 0.7, "doc_version": "2"}, {"id": "kb-2"}]}
+    assert event["retrievals"][1] == {"retriever": "chroma", "passages": [
+        {"id": "c-1", "text": "text", "acl": ["group:a", "group:b"]}]}  # a distance is not a score
+
+
+def test_the_caller_tenant_query_and_answer_from_where_frameworks_put_them():
+    root = span(1, None, "Pipeline.run", 0, 50, openinference__span__kind="CHAIN", input__mime_type="application/json",
+                input__value='{"data": {"retriever": {"query": "q"}}}', output__mime_type="application/json",
+                output__value='{"llm": {"replies": ["x"]}}', ragmon__caller__groups=["staff"], enduser__id="u-7")
+    root.resource = {"ragmon.tenant": "acme"}
+    found = retriever(2, 1, "InMemoryBM25Retriever.run", 1, 10, {"id": "d"}, input__mime_type="application/json",
+                      input__value='{"query": "how do I reset?", "top_k": null}')
+    prompt = span(3, 1, "PromptBuilder.run", 11, 12, openinference__span__kind="LLM", output__value="the prompt")
+    generator = span(4, 1, "Generator.run", 13, 20, openinference__span__kind="LLM",
+                     llm__output_messages__0__message__content="Use the reset link.")
+    event = mapped(root, found, prompt, generator).event
+    assert (event["tenant"], event["query"], event["answer"]["text"]) == ("acme", "how do I reset?",
+                                                                          "Use the reset link.")
+    assert event["caller"] == {"id": "u-7", "groups": ["staff"]}
+    dspy = span(1, None, "RAG.forward", 0, 50, openinference__span__kind="CHAIN", input__mime_type="application/json",
+                input__value='{"question": "q?"}', output__mime_type="application/json",
+                output__value='{"answer": "a."}')
+    event = mapped(dspy, retriever(2, 1, "Retrieve.forward", 1, 5, {"id": "p"})).event
+    assert (event["query"], event["answer"]["text"]) == ("q?", "a.")
+
+
+def test_nested_generations_are_counted_once():
+    root = span(1, None, "query", 0, 100, openinference__span__kind="CHAIN")
+    found = retriever(2, 1, "retrieve", 1, 10, {"id": "d"})
+    predict = span(3, 1, "MockLLM.predict", 10, 60, openinference__span__kind="LLM", llm__token_count__prompt=100)
+    complete = span(4, 3, "MockLLM.complete", 11, 59, openinference__span__kind="LLM", llm__token_count__prompt=100,
+                    llm__token_count__completion=8)
+    event = mapped(root, found, predict, complete).event
+    assert event["usage"] == {"input_tokens": 100, "output_tokens": 8} and event["latency_ms"]["generate"] == 50
+
+
+def test_a_span_set_without_retrieval_maps_to_nothing():
+    ingest = span(1, None, "SentenceSplitter._parse_nodes", 0, 10, openinference__span__kind="CHAIN")
+    assert mapped(ingest, span(2, 1, "split", 1, 2)).event is None
+
+
+def test_a_parent_cycle_does_not_hang_the_mapping():
+    a = retriever(1, 2, "a", 0, 10, {"id": "x"})
+    b = retriever(2, 1, "b", 0, 10, {"id": "x"})
+    assert mapped(a, b).event is not None
+
+
+@pytest.mark.parametrize(("attributes", "expected"), [
+    ({"metadata": "{not json"}, ["metadata"]),
+    ({"retrieval.documents.0.document.metadata": "[1]"}, ["document.metadata"]),
+    ({"retrieval.documents.0.document.metadata": '{"acl": 5, "span": "x"}'}, ["document.metadata"] * 2),
+    ({"retrieval.documents.3.document.score": "high"}, ["document.score"]),
+    ({"gen_ai.retrieval.documents": '{"id": 1}'}, ["gen_ai.retrieval.documents"]),
+    ({"ragmon.context.document_ids": 5}, ["ragmon.context.document_ids"]),
+    ({"ragmon.caller.groups": [1.5]}, ["ragmon.caller.groups"]),
+    ({"retrieval.documents.0.document.metadata": '{"acl": ["group:a"]}', "metadata": "{}"}, []),
+])
+def test_attributes_ragmon_cannot_use_are_named(attributes, expected):
+    kind = {} if "gen_ai.retrieval.documents" in attributes else {"openinference.span.kind": "RETRIEVER"}
+    if not kind:
+        kind = {"gen_ai.operation.name": "retrieval"}
+    problems = read_span(Span(T, "1" * 16, "", "s", 0, 1, {**kind, **attributes})).problems
+    assert [attribute for attribute, _ in problems] == expected
+    assert all(str(v) not in detail for (_, detail), v in zip(problems, attributes.values(), strict=False))
+
+
+def test_a_vector_search_that_found_nothing_is_an_empty_list_and_rows_of_a_scalar_query_are_no_list():
+    root = span(1, None, "rag", 0, 50, openinference__span__kind="CHAIN", input__value="q", output__value="a")
+    empty = span(2, 1, "chroma.query", 1, 10, db__system="chroma", db__operation="query")
+    event = mapped(root, empty).event
+    assert event["retrievals"] == [{"retriever": "chroma", "passages": []}] and event["context"] == []
+    rows = span(2, 1, "milvus.query", 1, 10, db__system="milvus", db__operation="query")
+    rows.events = [SpanEvent("db.query.result", 0, {"id": 3, "text": "a row"})]  # a filter query's rows
+    assert mapped(root, rows).event is None
+
+
+def test_copies_of_a_passage_complete_each_others_fields():
+    found = retriever(1, None, "retrieve", 0, 10, {"id": "d", "metadata": '{"doc_id": "pay", "acl": ["group:p"]}'})
+    rank = span(2, None, "LostInTheMiddleRanker.run", 11, 20, openinference__span__kind="RERANKER",
+                **{k.replace(".", "__"): v for k, v in docs("reranker.output_documents",
+                                                            {"id": "d", "score": 0.4}).items()})
+    event = mapped(found, rank).event
+    assert event["context"] == [{"id": "d", "score": 0.4, "doc_id": "pay", "acl": ["group:p"]}]
+
+
+def test_a_prompt_builder_is_no_generation():
+    found = retriever(1, None, "retrieve", 0, 10, {"id": "d"})
+    prompt = span(2, None, "PromptBuilder.run", 11, 20, openinference__span__kind="LLM",
+                  llm__prompt_template__template="{{documents}} {{question}}", output__value="the whole prompt")
+    event = mapped(found, prompt).event
+    assert "answer" not in event and "generate" not in event["latency_ms"]
+    mock = span(2, None, "MockLLM.predict", 11, 20, openinference__span__kind="LLM", llm__model_name="unknown",
+                llm__prompt_template__template="{context_str}", output__value="text text")
+    assert mapped(found, mock).event["answer"]["text"] == "text text"
