@@ -207,6 +207,7 @@ def _time(value: Any) -> float | None:
     return None
 
 
+_FIELD_NAMES = frozenset(PASSAGE_FIELDS)
 _FIELD_CHECKS: dict[str, Callable[[Any], Any]] = {
     "doc_id": _name, "doc_version": _name, "embedding_model": _name, "span": _span, "acl": _principals,
     "indexed_at": _time, "source_modified_at": _time,
@@ -221,8 +222,8 @@ def passage_fields(metadata: Mapping[str, Any]) -> tuple[dict[str, Any], list[st
     wrong: list[str] = []
     if not metadata:
         return fields, wrong
-    for key in PASSAGE_FIELDS:
-        value = metadata.get(key)
+    for key in metadata.keys() & _FIELD_NAMES:  # most documents carry few of them, or none
+        value = metadata[key]
         if value is None:
             continue
         clean = _FIELD_CHECKS[key](value)

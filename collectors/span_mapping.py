@@ -37,6 +37,7 @@ QUERY_KEYS = ("query", "question", "query_str", "input")
 #: Keys under which frameworks put the answer in a JSON output (DSPy predictions).
 ANSWER_KEYS = ("answer", "response", "output")
 _METHOD_SUFFIX = re.compile(r"\.[A-Za-z_]\w*$")
+_FIELDS = frozenset(sc.PASSAGE_FIELDS)
 _MAX_DEPTH = 256  # parent chains longer than any real trace are cut (and cannot loop)
 
 
@@ -117,7 +118,7 @@ class SpanMapper:
             if document.content is not None:
                 passage["text"] = document.content
             passage.update(document.fields)
-            if "doc_id" not in passage:
+            if "doc_id" not in passage and document.metadata:
                 doc_id = self._namer.doc_id(document.metadata)
                 if doc_id is not None:
                     passage["doc_id"] = doc_id
@@ -127,6 +128,7 @@ class SpanMapper:
     def _event(self, root: Span, spans: list[Span], by_id: dict[str, Span], tops: list[_Level],
                retrievals: list[dict[str, Any]], lists: list[_Level], explicit_context: list[str] | None
                ) -> dict[str, Any]:
+        generations = _outermost([s for s in spans if _is_generation(s)], by_id)
         meta: dict[str, Any] = {}
         for span in [*reversed(spans), root]:  # the root's metadata wins, then earlier spans
             meta.update(json_object(span.attributes.get(sc.METADATA)))
@@ -141,9 +143,12 @@ class SpanMapper:
             "query": _query(root, spans, [top.span for top in tops]) or "",
             "index": {"name": str(index or meta.get("index_name") or root.resource.get("service.name") or "default")},
             "retrievals": retrievals,
-            "context": _context(retrievals, lists, explicit_context),
-            "latency_ms": _latency(root, spans, by_id, tops),
+            "latency_ms": _latency(root, tops, generations),
         }
+        context = _context(retrievals, lists, explicit_context)
+        last = retrievals[-1]["passages"] if retrievals else None
+        if last is None or (context is not last and (context or last)):
+            event["context"] = context  # absent, the context is the last list (SPEC §1): not sent twice
         if meta.get("index_version"):
             event["index"]["version"] = str(meta["index_version"])
         caller_id = _first(_text(s.attributes.get(sc.USER_ID)) for s in precedence) or _first(
@@ -159,13 +164,13 @@ class SpanMapper:
             _text(s.attributes.get(sc.GENAI_CONVERSATION)) for s in precedence)
         if conversation:
             event["conversation_id"] = conversation
-        answer = _answer(root, spans)
+        answer = _answer(root, spans, generations)
         if answer is not None or "abstained" in meta:
             citations = string_list(meta.get("citations"))
             event["answer"] = {"text": answer, "citations": citations or []}
             if isinstance(meta.get("abstained"), bool):
                 event["answer"]["abstained"] = meta["abstained"]
-        usage = _usage(spans, by_id)
+        usage = _usage(spans, generations)
         if usage:
             event["usage"] = usage
         return event
@@ -286,17 +291,24 @@ def _share_fields(retrievals: list[dict[str, Any]]) -> None:
     """Copies of one passage in several lists complete each other's passage fields: a reranker's
     output often reports ids, content and scores only (Haystack's rankers), while the retriever's
     list had the document's ACL and version, which a leak's alert must name."""
-    known: dict[str, dict[str, Any]] = {}
+    copies: dict[str, list[dict[str, Any]]] = {}
     for retrieval in retrievals:
         for passage in retrieval["passages"]:
-            fields = known.setdefault(passage["id"], {})
-            for key in sc.PASSAGE_FIELDS:
-                if key in passage:
-                    fields.setdefault(key, passage[key])
-    for retrieval in retrievals:
-        for passage in retrieval["passages"]:
-            for key, value in known[passage["id"]].items():
-                passage.setdefault(key, value)
+            copies.setdefault(passage["id"], []).append(passage)
+    for same in copies.values():
+        if len(same) < 2:
+            continue
+        present = [p.keys() & _FIELDS for p in same]
+        union = present[0].union(*present[1:])
+        if all(len(keys) == len(union) for keys in present):
+            continue  # every copy has the same fields
+        fields: dict[str, Any] = {}
+        for passage, keys in zip(same, present, strict=True):  # the first copy's value wins
+            for key in keys - fields.keys():
+                fields[key] = passage[key]
+        for passage, keys in zip(same, present, strict=True):
+            for key in union - keys:
+                passage[key] = fields[key]
 
 
 def _first(values: Iterable[Any]) -> Any:
@@ -369,13 +381,13 @@ def _genai_answer(value: Any) -> str | None:
     return None
 
 
-def _answer(root: Span, spans: list[Span]) -> str | None:
+def _answer(root: Span, spans: list[Span], generations: dict[str, Span]) -> str | None:
     """The root chain's output when it is the answer; else the last generation's output."""
     if _is_chain(root):
         answer = _value_text(root, sc.OUTPUT_VALUE, sc.OUTPUT_MIME_TYPE, ANSWER_KEYS)
         if answer is not None:
             return answer
-    for span in sorted((s for s in spans if _is_generation(s)), key=lambda s: s.end_ns, reverse=True):
+    for span in sorted((s for s in spans if s.span_id in generations), key=lambda s: s.end_ns, reverse=True):
         a = span.attributes
         answer = (_text(a.get(sc.LLM_OUTPUT_MESSAGE)) or _genai_answer(a.get(sc.GENAI_OUTPUT_MESSAGES))
                   or (_text(a.get(sc.OUTPUT_VALUE)) if a.get(sc.OUTPUT_MIME_TYPE) != sc.JSON_MIME_TYPE else None))
@@ -398,25 +410,26 @@ def _context(retrievals: list[dict[str, Any]], lists: list[_Level], explicit: li
     return next((r["passages"] for r in reversed(retrievals) if r["passages"]), [])
 
 
-def _outermost(spans: Iterable[Span], by_id: dict[str, Span], matches) -> list[Span]:
-    """The spans that ``matches`` and have no ancestor that does (nested calls counted once)."""
-    found = []
+def _outermost(spans: Iterable[Span], by_id: dict[str, Span]) -> dict[str, Span]:
+    """Each of ``spans`` (by span id) mapped to its outermost ancestor among them (itself when it
+    has none): nested calls of one generation counted once."""
+    ids = {span.span_id for span in spans}
+    outer: dict[str, Span] = {}
     for span in spans:
-        if not matches(span):
-            continue
-        parent, seen = by_id.get(span.parent_id), 0
-        while parent is not None and not matches(parent) and seen < _MAX_DEPTH:
+        top, parent, seen = span, by_id.get(span.parent_id), 0
+        while parent is not None and seen < _MAX_DEPTH:
+            if parent.span_id in ids:
+                top = parent
             parent, seen = by_id.get(parent.parent_id), seen + 1
-        if parent is None or not matches(parent):
-            found.append(span)
-    return found
+        outer[span.span_id] = top
+    return outer
 
 
-def _latency(root: Span, spans: list[Span], by_id: dict[str, Span], tops: list[_Level]) -> dict[str, float]:
+def _latency(root: Span, tops: list[_Level], generations: dict[str, Span]) -> dict[str, float]:
     latency = {
         "retrieve": sum(top.span.duration_ms for top in tops if top.kind == "retriever"),
         "rerank": sum(top.span.duration_ms for top in tops if top.kind == "reranker"),
-        "generate": sum(span.duration_ms for span in _outermost(spans, by_id, _is_generation)),
+        "generate": sum(span.duration_ms for span in {s.span_id: s for s in generations.values()}.values()),
     }
     return {**{k: round(v, 3) for k, v in latency.items() if v}, "total": round(root.duration_ms, 3)}
 
@@ -427,20 +440,14 @@ def _count(value: Any) -> int | None:
     return int(number) if number is not None and number >= 0 else None
 
 
-def _usage(spans: list[Span], by_id: dict[str, Span]) -> dict[str, int]:
+def _usage(spans: list[Span], generations: dict[str, Span]) -> dict[str, int]:
     """Tokens per generation: nested spans of one call (LlamaIndex's ``predict`` -> ``complete``)
     may each report it, so each outermost generation counts the largest figure in its subtree."""
-    outermost = {s.span_id for s in _outermost(spans, by_id, _is_generation)}
     per_call: dict[str, dict[str, int]] = {}
     for span in spans:
-        if not _is_generation(span):
+        call = generations.get(span.span_id)
+        if call is None:
             continue
-        call, seen = span, 0
-        while call.span_id not in outermost and seen < _MAX_DEPTH:
-            parent = by_id.get(call.parent_id)
-            if parent is None:
-                break
-            call, seen = parent, seen + 1
         figures = per_call.setdefault(call.span_id, {})
         for name, keys in (("input_tokens", (sc.LLM_PROMPT_TOKENS, sc.GENAI_INPUT_TOKENS)),
                            ("output_tokens", (sc.LLM_COMPLETION_TOKENS, sc.GENAI_OUTPUT_TOKENS))):

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from tests.clients.agreement import assert_agrees, samples_of, snapshot, wait_for
+from tests.clients.agreement import assert_agrees, context_of, samples_of, snapshot, wait_for
 from tests.clients.conftest import run_app, send_events
 from tests.clients.plans import standard_plan
 
@@ -80,4 +80,4 @@ def test_haystack_passages_keep_their_document_fields(ragmon_servers, haystack_r
             where = f"{export}, question {q['question']!r}"
             assert [[fields(p) for p in r["passages"]] for r in payload["retrievals"]] == [
                 [fields(d["metadata"]) for d in documents] for documents in q["lists"]], where
-            assert [fields(p) for p in payload["context"]] == [fields(d["metadata"]) for d in q["context"]], where
+            assert [fields(p) for p in context_of(payload)] == [fields(d["metadata"]) for d in q["context"]], where

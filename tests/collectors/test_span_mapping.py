@@ -40,6 +40,13 @@ def mapped(*spans, namer=None):
     return SpanMapper(namer).map(list(spans))
 
 
+def context_of(event) -> list[dict]:
+    """The context: as given, else the last list (absent when it is that list: not sent twice)."""
+    if "context" in event:
+        return event["context"]
+    return event["retrievals"][-1]["passages"] if event["retrievals"] else []
+
+
 def ids(event) -> list[list[str]]:
     return [[p["id"] for p in r["passages"]] for r in event["retrievals"]]
 
@@ -51,7 +58,7 @@ def test_an_empty_nested_level_is_not_a_list_of_its_own():
     inner = retriever(2, 1, "BM25Retriever._retrieve", 1, 9)
     event = mapped(outer, inner).event
     assert ids(event) == [["n1", "n2"]] and event["retrievals"][0]["retriever"] == "BM25Retriever"
-    assert [p["id"] for p in event["context"]] == ["n1", "n2"] and event["latency_ms"]["retrieve"] == 10
+    assert [p["id"] for p in context_of(event)] == ["n1", "n2"] and event["latency_ms"]["retrieve"] == 10
 
 
 def test_levels_with_the_same_documents_merge_and_the_best_identified_wins():
@@ -77,12 +84,12 @@ def test_a_fusion_retriever_and_its_sources_stay_three_lists_in_order_of_complet
     vector = retriever(3, 1, "VectorRetriever", 11, 20, {"id": "c"}, {"id": "b"})
     event = mapped(fused, keyword, vector).event
     assert ids(event) == [["a", "b"], ["c", "b"], ["b", "a", "c"]]
-    assert [p["id"] for p in event["context"]] == ["b", "a", "c"]
+    assert [p["id"] for p in context_of(event)] == ["b", "a", "c"]
 
 
 def test_a_retrieval_that_found_nothing_is_an_empty_list_and_an_empty_context():
     event = mapped(retriever(1, None, "BM25Retriever.retrieve", 0, 10)).event
-    assert event["retrievals"] == [{"retriever": "BM25Retriever", "passages": []}] and event["context"] == []
+    assert event["retrievals"] == [{"retriever": "BM25Retriever", "passages": []}] and context_of(event) == []
 
 
 def test_the_reranker_output_is_the_context_and_a_list():
@@ -93,14 +100,15 @@ def test_the_reranker_output_is_the_context_and_a_list():
                       k.replace(".", "__"): v for k, v in docs("reranker.output_documents", {"id": "b"}).items()})
     event = mapped(root, found, rerank).event
     assert ids(event) == [["a", "b"], ["b"]] and event["retrievals"][1]["retriever"] == "keyword-overlap"
-    assert [p["id"] for p in event["context"]] == ["b"] and event["answer"]["text"] == "a"
+    assert "context" not in event  # the last list: the decoder's default
+    assert [p["id"] for p in context_of(event)] == ["b"] and event["answer"]["text"] == "a"
 
 
 def test_an_explicit_context_wins_and_keeps_the_fields_its_passages_had_in_the_lists():
     root = span(1, None, "answer", 0, 50, ragmon__context__document_ids=["b", "zz"])
     found = retriever(2, 1, "retrieve", 1, 10, {"id": "a"}, {"id": "b", "metadata": '{"acl": ["group:x"]}'})
     event = mapped(root, found).event
-    assert event["context"] == [{"id": "b", "acl": ["group:x"]}, {"id": "zz"}]
+    assert context_of(event) == [{"id": "b", "acl": ["group:x"]}, {"id": "zz"}]
 
 
 def test_passages_without_ids_are_named_by_metadata_then_content_and_counted():
@@ -220,7 +228,7 @@ def test_a_vector_search_that_found_nothing_is_an_empty_list_and_rows_of_a_scala
     root = span(1, None, "rag", 0, 50, openinference__span__kind="CHAIN", input__value="q", output__value="a")
     empty = span(2, 1, "chroma.query", 1, 10, db__system="chroma", db__operation="query")
     event = mapped(root, empty).event
-    assert event["retrievals"] == [{"retriever": "chroma", "passages": []}] and event["context"] == []
+    assert event["retrievals"] == [{"retriever": "chroma", "passages": []}] and context_of(event) == []
     rows = span(2, 1, "milvus.query", 1, 10, db__system="milvus", db__operation="query")
     rows.events = [SpanEvent("db.query.result", 0, {"id": 3, "text": "a row"})]  # a filter query's rows
     assert mapped(root, rows).event is None
@@ -232,7 +240,7 @@ def test_copies_of_a_passage_complete_each_others_fields():
                 **{k.replace(".", "__"): v for k, v in docs("reranker.output_documents",
                                                             {"id": "d", "score": 0.4}).items()})
     event = mapped(found, rank).event
-    assert event["context"] == [{"id": "d", "score": 0.4, "doc_id": "pay", "acl": ["group:p"]}]
+    assert context_of(event) == [{"id": "d", "score": 0.4, "doc_id": "pay", "acl": ["group:p"]}]
 
 
 def test_a_prompt_builder_is_no_generation():
