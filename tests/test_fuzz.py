@@ -6,11 +6,14 @@ closed-enum reason (or, for spans without a valid trace id, refused in the OTLP 
 
 from __future__ import annotations
 
+import itertools
 import json
+import multiprocessing
 import random
 import time
 import uuid
-from collections import Counter
+from collections import Counter, deque
+from concurrent.futures import ProcessPoolExecutor
 
 import msgspec
 import pytest
@@ -222,6 +225,26 @@ def mutate_spans(rng: random.Random, template: list, trace_id: bytes) -> tuple[l
     return spans, 0
 
 
+_SHAPES: list = []  # the traces the OTLP fuzz mutates, set before its request maker is forked
+
+
+def _mutated_request(seed: int) -> tuple[bytes, int, int]:
+    """One OTLP request of 100 mutated traces, the same for the same seed: its body, and the spans
+    and the traces the receiver must refuse."""
+    from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+    from opentelemetry.proto.trace.v1.trace_pb2 import ResourceSpans, ScopeSpans
+
+    rng = random.Random(seed)
+    spans, refused_spans, refused_traces = [], 0, 0
+    for _ in range(100):
+        mutated, refused = mutate_spans(rng, rng.choice(_SHAPES), rng.randbytes(16))
+        spans.extend(mutated)
+        refused_spans += refused
+        refused_traces += refused > 0
+    body = ExportTraceServiceRequest(resource_spans=[ResourceSpans(scope_spans=[ScopeSpans(spans=spans)])])
+    return body.SerializeToString(), refused_spans, refused_traces
+
+
 def test_a_hundred_thousand_mutated_traces_through_otlp(tmp_path):
     """OpenInference spans of 100k traces, each mutated (bad trace ids, huge and binary strings,
     nested attribute values, NaN and infinite scores, absurd times, wrong attribute types, missing
@@ -233,11 +256,9 @@ def test_a_hundred_thousand_mutated_traces_through_otlp(tmp_path):
         ExportTraceServiceRequest,
         ExportTraceServiceResponse,
     )
-    from opentelemetry.proto.trace.v1.trace_pb2 import ResourceSpans, ScopeSpans
 
     from bench.otlp import otlp_bodies
 
-    rng = random.Random(2024)
     templates: dict[bytes, list] = {}
     for body in otlp_bodies(500):
         request = ExportTraceServiceRequest()
@@ -246,7 +267,12 @@ def test_a_hundred_thousand_mutated_traces_through_otlp(tmp_path):
             for scope_spans in resource_spans.scope_spans:
                 for span in scope_spans.spans:
                     templates.setdefault(span.trace_id, []).append(span)
-    shapes = list(templates.values())
+    _SHAPES[:] = templates.values()
+    # The requests are made by a second process, a few ahead of the server, which works in this one:
+    # the two cores each do one job. It is forked before this process starts any thread.
+    requests = ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("fork"))
+    seeds = iter(range(2024, 2024 + EVENTS // 100))
+    ahead = deque(requests.submit(_mutated_request, seed) for seed in itertools.islice(seeds, 4))
     settings = load_settings(environ={"RAGMON_DATABASE__URL": f"sqlite:///{tmp_path / 'ragmon.db'}",
                                       "RAGMON_DEAD_LETTER__PATH": str(tmp_path / "dead.jsonl"),
                                       "RAGMON_OTLP__ASSEMBLY_WAIT_SECONDS": "0.05",
@@ -259,15 +285,12 @@ def test_a_hundred_thousand_mutated_traces_through_otlp(tmp_path):
     refused_traces = refused_spans = answered_refused = waits = 0
     started = time.monotonic()
     try:
-        for _ in range(EVENTS // 100):
-            spans = []
-            for _n in range(100):
-                mutated, refused = mutate_spans(rng, rng.choice(shapes), rng.randbytes(16))
-                spans.extend(mutated)
-                refused_spans += refused
-                refused_traces += refused > 0
-            body = ExportTraceServiceRequest(resource_spans=[ResourceSpans(scope_spans=[ScopeSpans(spans=spans)])])
-            while (answer := client.post("/v1/traces", content=body.SerializeToString(),
+        while ahead:
+            body, spans_refused, traces_refused = ahead.popleft().result()
+            ahead.extend(requests.submit(_mutated_request, seed) for seed in itertools.islice(seeds, 1))
+            refused_spans += spans_refused
+            refused_traces += traces_refused
+            while (answer := client.post("/v1/traces", content=body,
                                          headers={"content-type": "application/x-protobuf"})).status_code == 503:
                 waits += 1  # the assembler is full: the client retries, as OTLP exporters do
                 time.sleep(0.05)
@@ -276,6 +299,7 @@ def test_a_hundred_thousand_mutated_traces_through_otlp(tmp_path):
             response.ParseFromString(answer.content)
             answered_refused += response.partial_success.rejected_spans
     finally:
+        requests.shutdown(cancel_futures=True)
         otlp.shutdown(timeout=30)  # delivers whatever is still being assembled
     elapsed = time.monotonic() - started
     accepted, rejected = runtime.pipeline.stats.snapshot()

@@ -27,7 +27,7 @@ from tests.ragmon_process import RagmonServer, scraped
 pytestmark = pytest.mark.integration
 
 TENANT = "acme"
-FILLER = 10_000  # unrelated documents between the first and the last word on the traces' documents
+FILLER = 4_000  # unrelated documents between the first and the last word on the traces' documents
 TRACES = 150
 STAFF, LEGAL = ["group:staff"], ["group:legal"]
 
