@@ -208,6 +208,9 @@ def _time(value: Any) -> float | None:
 
 
 _FIELD_NAMES = frozenset(PASSAGE_FIELDS)
+_NAME_FIELDS = frozenset(("doc_id", "doc_version", "embedding_model"))
+_TIME_FIELDS = frozenset(("indexed_at", "source_modified_at"))
+_STRINGS = frozenset((str,))
 _FIELD_CHECKS: dict[str, Callable[[Any], Any]] = {
     "doc_id": _name, "doc_version": _name, "embedding_model": _name, "span": _span, "acl": _principals,
     "indexed_at": _time, "source_modified_at": _time,
@@ -224,13 +227,18 @@ def passage_fields(metadata: Mapping[str, Any]) -> tuple[dict[str, Any], list[st
         return fields, wrong
     for key in metadata.keys() & _FIELD_NAMES:  # most documents carry few of them, or none
         value = metadata[key]
-        if value is None:
-            continue
-        clean = _FIELD_CHECKS[key](value)
-        if clean is None:
-            wrong.append(key)
-        else:
-            fields[key] = clean
+        kind = type(value)
+        # the values as ragmon's emitter and most applications write them, taken without a call
+        if (kind is str and value and key in _NAME_FIELDS) or (
+                kind is float and key in _TIME_FIELDS and 0 <= value < math.inf) or (
+                kind is list and key == "acl" and set(map(type, value)) <= _STRINGS):
+            fields[key] = value
+        elif value is not None:
+            clean = _FIELD_CHECKS[key](value)
+            if clean is None:
+                wrong.append(key)
+            else:
+                fields[key] = clean
     return fields, wrong
 
 
@@ -290,17 +298,21 @@ def _document(id_: Any, score: Any, content: Any, metadata: Any, where: str, pro
 def _openinference_documents(attributes: Mapping[str, Any], prefix: str,
                              problems: list[tuple[str, str]]) -> list[RawDocument]:
     """The documents flattened into ``<prefix>.<n>.document.<field>`` attributes, in order of n."""
-    found: dict[int, dict[str, Any]] = {}
+    found: dict[str, dict[str, Any]] = {}
     head = prefix + "."
+    cut = len(head)
     for key, value in attributes.items():
         if not key.startswith(head):
             continue
         # string methods, not a regular expression: this runs for every attribute of every passage
-        number, dot, name = key[len(head):].partition(".document.")
+        number, dot, name = key[cut:].partition(".document.")
         if dot and name and number.isdecimal():
-            found.setdefault(int(number), {})[name] = value
+            document = found.get(number)
+            if document is None:
+                document = found[number] = {}
+            document[name] = value
     return [_document(d.get("id"), d.get("score"), d.get("content"), d.get("metadata"), f"{head}{n}.document",
-                      problems) for n, d in sorted(found.items())]
+                      problems) for n, d in sorted(found.items(), key=lambda item: int(item[0]))]
 
 
 def _genai_documents(attributes: Mapping[str, Any], problems: list[tuple[str, str]]) -> list[RawDocument]:

@@ -288,9 +288,9 @@ def _merge(outer: _Level, same: list[_Level]) -> _Level:
 
 
 def _share_fields(retrievals: list[dict[str, Any]]) -> None:
-    """Copies of one passage in several lists complete each other's passage fields: a reranker's
-    output often reports ids, content and scores only (Haystack's rankers), while the retriever's
-    list had the document's ACL and version, which a leak's alert must name."""
+    """A passage reported without any passage field takes those of another copy of it in the
+    trace: a reranker's output often carries ids, content and scores only (Haystack's rankers),
+    while the retriever's list had the document's id, version and ACL, which an alert must name."""
     copies: dict[str, list[dict[str, Any]]] = {}
     for retrieval in retrievals:
         for passage in retrieval["passages"]:
@@ -298,17 +298,16 @@ def _share_fields(retrievals: list[dict[str, Any]]) -> None:
     for same in copies.values():
         if len(same) < 2:
             continue
-        present = [p.keys() & _FIELDS for p in same]
-        union = present[0].union(*present[1:])
-        if all(len(keys) == len(union) for keys in present):
-            continue  # every copy has the same fields
-        fields: dict[str, Any] = {}
-        for passage, keys in zip(same, present, strict=True):  # the first copy's value wins
-            for key in keys - fields.keys():
-                fields[key] = passage[key]
-        for passage, keys in zip(same, present, strict=True):
-            for key in union - keys:
-                passage[key] = fields[key]
+        bare, source = [], None
+        for passage in same:
+            if not passage.keys() & _FIELDS:
+                bare.append(passage)
+            elif source is None:
+                source = passage
+        if bare and source is not None:
+            fields = {key: source[key] for key in source.keys() & _FIELDS}
+            for passage in bare:
+                passage.update(fields)
 
 
 def _first(values: Iterable[Any]) -> Any:
@@ -399,6 +398,8 @@ def _answer(root: Span, spans: list[Span], generations: dict[str, Span]) -> str 
 def _context(retrievals: list[dict[str, Any]], lists: list[_Level], explicit: list[str] | None
              ) -> list[dict[str, Any]]:
     if explicit is not None:
+        if retrievals and [p["id"] for p in retrievals[-1]["passages"]] == explicit:
+            return retrievals[-1]["passages"]  # the last list, as ragmon's emitter names it
         known: dict[str, dict[str, Any]] = {}
         for retrieval in reversed(retrievals):  # the latest list's copy of a passage (the reranked one) first
             for passage in retrieval["passages"]:
