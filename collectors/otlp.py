@@ -30,8 +30,9 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTrace
 
 from collectors.files import RetryPolicy
 from collectors.otlp_wire import PayloadError, Span, parse_json, parse_protobuf
-from collectors.semconv import FEEDBACK_TRACE_ID, read_span
+from collectors.semconv import FEEDBACK_TRACE_ID
 from collectors.span_mapping import Mapped, SpanMapper, feedback_event
+from collectors.span_reading import read_span
 from monitor.errors import Retryable
 from monitor.records import RawRecord
 

@@ -3,12 +3,8 @@ apps read right (docs/events.md has the table per framework).
 
 - **Retrieval lists.** Each RETRIEVER span, GenAI ``retrieval`` span and vector-store query span
   (``db.query.result`` events) reports a list; each RERANKER span its output list. Nested spans of
-  one retrieval (a RETRIEVER inside a RETRIEVER, as LlamaIndex's ``retrieve`` -> ``_retrieve`` or
-  DSPy's ``Retrieve.forward`` -> ``ColBERTv2.__call__``) form one list: an empty nested level is
-  never a list of its own, and levels that carry the same documents are merged, the level with
-  the most identifying data (ids, metadata) winning and the others filling in what it lacks.
-  Nested lists with other documents (a fusion retriever around its sources) stay lists of their
-  own. Lists are ordered by when their span ended.
+  one retrieval are one list (``collectors.span_levels``). Lists are ordered by when their span
+  ended.
 - **Passages** are named by :class:`~collectors.passage_ids.PassageNamer`; one that nothing names
   is dropped from its list and counted, never failing the trace.
 - **Context**: the ids in ``ragmon.context.document_ids`` when the app set it; else the last
@@ -21,7 +17,6 @@ apps read right (docs/events.md has the table per framework).
 
 from __future__ import annotations
 
-import re
 from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -30,15 +25,15 @@ from typing import Any
 from collectors import semconv as sc
 from collectors.otlp_wire import Span
 from collectors.passage_ids import PassageNamer
-from collectors.semconv import RawDocument, finite_number, json_object, read_span, string_list
+from collectors.semconv import finite_number, json_object, string_list
+from collectors.span_levels import MAX_DEPTH, Level, level_of, nest, resolve
+from collectors.span_reading import RawDocument
 
 #: Keys under which frameworks put the question in a JSON input (Haystack, DSPy, LlamaIndex internals).
 QUERY_KEYS = ("query", "question", "query_str", "input")
 #: Keys under which frameworks put the answer in a JSON output (DSPy predictions).
 ANSWER_KEYS = ("answer", "response", "output")
-_METHOD_SUFFIX = re.compile(r"\.[A-Za-z_]\w*$")
 _FIELDS = frozenset(sc.PASSAGE_FIELDS)
-_MAX_DEPTH = 256  # parent chains longer than any real trace are cut (and cannot loop)
 
 
 @dataclass
@@ -49,22 +44,6 @@ class Mapped:
     event: dict[str, Any] | None
     derived: Counter[str] = field(default_factory=Counter)
     unmapped: int = 0
-
-
-@dataclass
-class _Level:
-    """One span's list of documents, and the nested levels of the same retrieval below it."""
-
-    span: Span
-    kind: str  # "retriever" or "reranker"
-    name: str
-    documents: list[RawDocument]
-    children: list[_Level] = field(default_factory=list)
-    nested: bool = False
-
-    @property
-    def identifying(self) -> int:
-        return sum(bool(d.id) + bool(d.metadata) for d in self.documents)
 
 
 def feedback_event(span: Span) -> dict[str, Any] | None:
@@ -89,13 +68,13 @@ class SpanMapper:
         spans = sorted(spans, key=lambda s: s.start_ns)
         by_id = {s.span_id: s for s in spans}
         root = next((s for s in spans if not s.parent_id or s.parent_id not in by_id), spans[0])
-        levels = [level for level in map(_level, spans) if level is not None]
+        levels = [level for level in map(level_of, spans) if level is not None]
         explicit_context = _first(string_list(s.attributes.get(sc.CONTEXT_DOCUMENT_IDS)) for s in [root, *spans])
         if not levels and explicit_context is None:
             return Mapped(None)
-        tops = _nest(levels, by_id)
+        tops = nest(levels, by_id)
         mapped = Mapped({})
-        lists = sorted((merged for top in tops for merged in _resolve(top)),
+        lists = sorted((merged for top in tops for merged in resolve(top)),
                        key=lambda level: (level.span.end_ns, level.span.start_ns))
         retrievals = [{"retriever": level.name, "passages": self._passages(level.documents, mapped)}
                       for level in lists]
@@ -125,8 +104,8 @@ class SpanMapper:
             passages.append(passage)
         return passages
 
-    def _event(self, root: Span, spans: list[Span], by_id: dict[str, Span], tops: list[_Level],
-               retrievals: list[dict[str, Any]], lists: list[_Level], explicit_context: list[str] | None
+    def _event(self, root: Span, spans: list[Span], by_id: dict[str, Span], tops: list[Level],
+               retrievals: list[dict[str, Any]], lists: list[Level], explicit_context: list[str] | None
                ) -> dict[str, Any]:
         generations = _outermost([s for s in spans if _is_generation(s)], by_id)
         meta: dict[str, Any] = {}
@@ -174,114 +153,6 @@ class SpanMapper:
         if usage:
             event["usage"] = usage
         return event
-
-
-# --- levels --------------------------------------------------------------------------------------
-
-
-def _short(name: str) -> str:
-    """A span name without its method: ``BM25Retriever._retrieve`` -> ``BM25Retriever``."""
-    return _METHOD_SUFFIX.sub("", name) or name
-
-
-def _level(span: Span) -> _Level | None:
-    reading = span.reading if span.reading is not None else read_span(span)
-    if reading.kind is None:
-        return None
-    a = span.attributes
-    own = json_object(a.get(sc.METADATA))
-    named = own.get("retriever") if isinstance(own.get("retriever"), str) else None
-    if reading.kind == "reranker":
-        model = a.get(sc.RERANKER_MODEL_NAME)
-        name = named or (model if isinstance(model, str) and model else _short(span.name)) or "reranker"
-        return _Level(span, "reranker", name, reading.documents)
-    if a.get(sc.GENAI_OPERATION) == sc.GENAI_RETRIEVAL:
-        return _Level(span, "retriever", named or span.name, reading.documents)
-    langchain = own.get(sc.LANGCHAIN_RETRIEVER_NAME)
-    name = named or (langchain if isinstance(langchain, str) and langchain else _short(span.name))
-    return _Level(span, "retriever", name, _with_output_ids(a, reading.documents))
-
-
-def _with_output_ids(attributes: dict[str, Any], documents: list[RawDocument]) -> list[RawDocument]:
-    """LangChain's retriever spans carry each Document's content and metadata but not its id; the
-    span's JSON ``output.value`` lists the Documents with their ids. They are taken when the lists
-    agree document by document."""
-    if not documents or all(d.id for d in documents) or attributes.get(sc.OUTPUT_MIME_TYPE) != sc.JSON_MIME_TYPE:
-        return documents
-    listed = json_object(attributes.get(sc.OUTPUT_VALUE)).get("documents")
-    if not isinstance(listed, list) or len(listed) != len(documents):
-        return documents
-    pairs = list(zip(listed, documents, strict=True))
-    if not all(isinstance(item, dict) and item.get("page_content") == d.content for item, d in pairs):
-        return documents
-    for item, document in pairs:
-        if not document.id and isinstance(item.get("id"), str | int) and not isinstance(item.get("id"), bool):
-            document.id = str(item["id"]) or None
-    return documents
-
-
-def _nest(levels: list[_Level], by_id: dict[str, Span]) -> list[_Level]:
-    """Attach each level to the nearest enclosing level of the same kind; returns the outermost."""
-    at = {level.span.span_id: level for level in levels}
-    for level in levels:
-        parent, seen = by_id.get(level.span.parent_id), 0
-        while parent is not None and seen < _MAX_DEPTH:
-            enclosing = at.get(parent.span_id)
-            if enclosing is not None and enclosing.kind == level.kind and enclosing is not level:
-                enclosing.children.append(level)
-                level.nested = True
-                break
-            parent, seen = by_id.get(parent.parent_id), seen + 1
-    return [level for level in levels if not level.nested]
-
-
-def _resolve(level: _Level, depth: int = 0) -> list[_Level]:
-    """The lists one outermost level and its nested levels stand for."""
-    below = [] if depth > _MAX_DEPTH else [x for child in level.children for x in _resolve(child, depth + 1)]
-    if not level.documents:
-        if below or level.nested:
-            return below  # an empty level is never a list of its own
-        # A retrieval that found nothing. It is named as it would be had it found something: by
-        # its innermost level (DSPy's ColBERTv2 inside Retrieve), where ids come from.
-        inner = level
-        while len(inner.children) == 1:
-            inner = inner.children[0]
-        return [_Level(level.span, level.kind, inner.name, [], nested=level.nested)]
-    same = [x for x in below if _same_documents(x.documents, level.documents)]
-    rest = [x for x in below if all(x is not s for s in same)]
-    return [*rest, _merge(level, same)]
-
-
-def _same_documents(a: list[RawDocument], b: list[RawDocument]) -> bool:
-    if len(a) != len(b):
-        return False
-    for x, y in zip(a, b, strict=True):
-        shared = [(x.id, y.id)] if x.id and y.id else []
-        if x.content is not None and y.content is not None:
-            shared.append((x.content, y.content))
-        if not shared or any(p != q for p, q in shared):
-            return False
-    return True
-
-
-def _merge(outer: _Level, same: list[_Level]) -> _Level:
-    if not same:
-        return outer
-    levels = [outer, *same]
-    winner = max(levels, key=lambda level: level.identifying)  # the first (outermost) on a tie
-    documents = []
-    for i, document in enumerate(winner.documents):
-        merged = RawDocument(document.id, document.score, document.content, dict(document.metadata),
-                             dict(document.fields))
-        for other in levels:
-            o = other.documents[i]
-            merged.id = merged.id or o.id
-            merged.score = merged.score if merged.score is not None else o.score
-            merged.content = merged.content if merged.content is not None else o.content
-            merged.metadata = {**o.metadata, **merged.metadata}
-            merged.fields = {**o.fields, **merged.fields}
-        documents.append(merged)
-    return _Level(outer.span, winner.kind, winner.name, documents, nested=outer.nested)
 
 
 # --- the rest of the event -----------------------------------------------------------------------
@@ -395,7 +266,7 @@ def _answer(root: Span, spans: list[Span], generations: dict[str, Span]) -> str 
     return None
 
 
-def _context(retrievals: list[dict[str, Any]], lists: list[_Level], explicit: list[str] | None
+def _context(retrievals: list[dict[str, Any]], lists: list[Level], explicit: list[str] | None
              ) -> list[dict[str, Any]]:
     if explicit is not None:
         if retrievals and [p["id"] for p in retrievals[-1]["passages"]] == explicit:
@@ -418,7 +289,7 @@ def _outermost(spans: Iterable[Span], by_id: dict[str, Span]) -> dict[str, Span]
     outer: dict[str, Span] = {}
     for span in spans:
         top, parent, seen = span, by_id.get(span.parent_id), 0
-        while parent is not None and seen < _MAX_DEPTH:
+        while parent is not None and seen < MAX_DEPTH:
             if parent.span_id in ids:
                 top = parent
             parent, seen = by_id.get(parent.parent_id), seen + 1
@@ -426,7 +297,7 @@ def _outermost(spans: Iterable[Span], by_id: dict[str, Span]) -> dict[str, Span]
     return outer
 
 
-def _latency(root: Span, tops: list[_Level], generations: dict[str, Span]) -> dict[str, float]:
+def _latency(root: Span, tops: list[Level], generations: dict[str, Span]) -> dict[str, float]:
     latency = {
         "retrieve": sum(top.span.duration_ms for top in tops if top.kind == "retriever"),
         "rerank": sum(top.span.duration_ms for top in tops if top.kind == "reranker"),

@@ -9,8 +9,8 @@ import pytest
 
 from collectors.otlp_wire import Span, SpanEvent
 from collectors.passage_ids import PassageNamer
-from collectors.semconv import read_span
 from collectors.span_mapping import SpanMapper
+from collectors.span_reading import read_span
 
 T = "a" * 32
 MS = 1_000_000
