@@ -59,9 +59,9 @@ def outcome(question: dict[str, Any], expectation: Expected) -> str:
 def assert_agrees(servers: dict[str, RagmonServer], plan: dict[str, Any], report: dict[str, Any],
                   catalog_events: list[dict[str, Any]], before: dict[str, dict[str, float]],
                   without_retrieval: int = 0) -> dict[str, Expected]:
-    """Every server holds one sample per question whose lists, context, question, answer, caller and
-    strata are the expected ones, and its counters grew by the expected amounts. ``without_retrieval``: traces the
-    app made that hold no retrieval (ingestion runs)."""
+    """Every server holds one sample per question whose lists, context, question, answer, index,
+    caller and strata are the expected ones, and its counters grew by the expected amounts.
+    ``without_retrieval``: traces the app made that hold no retrieval (ingestion runs)."""
     tenant, index = plan["tenant"], plan["index"]
     catalog = Catalog.of(catalog_events)
     questions = {q["trace_id"]: q for q in report["questions"]}
@@ -88,6 +88,7 @@ def assert_agrees(servers: dict[str, RagmonServer], plan: dict[str, Any], report
                 assert "caller" not in payload, where
             assert ("permission_violation" in strata) == bool(e.leaked_candidates or e.leaked_context), where
             assert payload["query"] == questions[trace_id]["question"], where
+            assert payload["index"]["name"] == index, where
             assert (payload.get("answer") or {}).get("text") == questions[trace_id].get("answer"), where
         def count(name: str, url: str = server.url, **labels: str) -> float:
             return scraped(url, name, tenant=tenant, **labels)

@@ -38,7 +38,6 @@ def test_chroma_query_results_under_openinference_and_genai_roots(ragmon_servers
         for q in report["questions"]:
             trace = samples[q["trace_id"]][1]
             where = f"{export}, {q['shape']} question {q['question']!r}"
-            assert trace["index"]["name"] == plan["index"], where
             [passages] = [r["passages"] for r in trace["retrievals"]]
             assert [p.get("text") for p in passages] == [d["content"] for d in q["lists"][0]], where
             assert [p.get("doc_id") for p in passages] == [d["metadata"]["doc_id"] for d in q["lists"][0]], where

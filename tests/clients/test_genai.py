@@ -41,7 +41,6 @@ def test_genai_structured_and_json_documents_judged_by_the_catalog(ragmon_server
         for q in report["questions"]:
             trace = samples[q["trace_id"]][1]
             where = f"{export}, {q['shape']} question {q['question']!r}"
-            assert trace["index"]["name"] == plan["index"], where
             assert [r["retriever"] for r in trace["retrievals"]] == [q["retriever"]], where
             assert [p.get("score") for p in trace["retrievals"][0]["passages"]] == [
                 d["score"] for d in q["lists"][0]], where
