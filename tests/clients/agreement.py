@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import sqlite3
 import time
+from dataclasses import dataclass
 from typing import Any
 
 from tests.clients.expect import Catalog, Expected, expected
@@ -14,6 +15,16 @@ GLOBAL_COUNTERS = (("ragmon_derived_passage_ids_total", {"how": "metadata"}),
                    ("ragmon_derived_passage_ids_total", {"how": "content_hash"}),
                    ("ragmon_unmapped_passages_total", {}),
                    ("ragmon_otlp_traces_without_retrieval_total", {}))
+
+
+@dataclass
+class AppRun:
+    """One run of a client app: its plan (documents, catalog, caller, questions), what it
+    reported, and the counters without a tenant label on every server just before it."""
+
+    plan: dict[str, Any]
+    report: dict[str, Any]
+    before: dict[str, dict[str, float]]
 
 
 def snapshot(servers: dict[str, RagmonServer]) -> dict[str, dict[str, float]]:
@@ -56,14 +67,14 @@ def outcome(question: dict[str, Any], expectation: Expected) -> str:
     return "answered" if expectation.context else "empty_context"
 
 
-def assert_agrees(servers: dict[str, RagmonServer], plan: dict[str, Any], report: dict[str, Any],
-                  catalog_events: list[dict[str, Any]], before: dict[str, dict[str, float]],
-                  without_retrieval: int = 0) -> dict[str, Expected]:
+def assert_agrees(servers: dict[str, RagmonServer], run: AppRun) -> dict[str, Expected]:
     """Every server holds one sample per question whose lists, context, question, answer, index,
-    caller and strata are the expected ones, and its counters grew by the expected amounts.
-    ``without_retrieval``: traces the app made that hold no retrieval (ingestion runs)."""
+    caller and strata are the expected ones, and its counters grew by the expected amounts (the
+    traces without retrieval by the report's ``traces_without_retrieval``: ingestion runs)."""
+    plan, report, before = run.plan, run.report, run.before
+    without_retrieval = report.get("traces_without_retrieval", 0)
     tenant, index = plan["tenant"], plan["index"]
-    catalog = Catalog.of(catalog_events)
+    catalog = Catalog.of(plan["catalog"])
     questions = {q["trace_id"]: q for q in report["questions"]}
     expectations = {trace_id: expected(q, tenant, index, catalog) for trace_id, q in questions.items()}
     derived: dict[str, int] = {}

@@ -13,6 +13,7 @@ from typing import Any
 import httpx
 import pytest
 
+from tests.clients.agreement import AppRun, snapshot
 from tests.ragmon_process import RagmonServer
 from tests.services.harness import clients_python
 
@@ -51,8 +52,11 @@ def send_events(servers: dict[str, RagmonServer], events: list[dict[str, Any]]) 
 
 
 def run_app(name: str, servers: dict[str, RagmonServer], plan: dict[str, Any], tmp_path: Path,
-            timeout: float = 300) -> dict[str, Any]:
-    """Run ``apps/<name>.py`` in the frameworks' environment with ``plan``; returns its report."""
+            timeout: float = 300) -> AppRun:
+    """Send the plan's catalog to every server, then run ``apps/<name>.py`` in the frameworks'
+    environment with ``plan``."""
+    send_events(servers, plan["catalog"])
+    before = snapshot(servers)
     plan_file = tmp_path / f"{name}-plan.json"
     plan_file.write_text(json.dumps(plan))
     exports = [arg for export, server in servers.items() for arg in ("--export", f"{export}={server.url}")]
@@ -60,4 +64,4 @@ def run_app(name: str, servers: dict[str, RagmonServer], plan: dict[str, Any], t
                            "--plan", str(plan_file), *exports],
                           capture_output=True, text=True, timeout=timeout, cwd=APPS)
     assert done.returncode == 0, f"{name} failed:\n{done.stderr[-4000:]}"
-    return json.loads(done.stdout.strip().splitlines()[-1])
+    return AppRun(plan, json.loads(done.stdout.strip().splitlines()[-1]), before)

@@ -9,28 +9,25 @@ from __future__ import annotations
 
 from typing import Any
 
-from tests.clients.agreement import assert_agrees, samples_of, snapshot
-from tests.clients.conftest import run_app, send_events
+from tests.clients.agreement import assert_agrees, samples_of
+from tests.clients.conftest import run_app
 from tests.clients.plans import standard_plan
 
 
-def plan_and_catalog(tenant: str) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+def chroma_plan(tenant: str) -> dict[str, Any]:
     """The standard plan plus a document only its own metadata describes (no catalog entry),
     readable by two groups, one of them the caller's."""
     plan = standard_plan(tenant)
     plan["documents"].append({"doc_id": f"{tenant}/benefits", "version": "1", "acl": ["group:hr", "group:staff"],
                               "text": "The staff health plan covers dental and vision benefits for every employee."})
     plan["questions"].append("Does the health plan cover dental benefits?")
-    return plan, plan["catalog"]
+    return plan
 
 
 def test_chroma_query_results_under_openinference_and_genai_roots(ragmon_servers, tmp_path):
-    plan, catalog = plan_and_catalog("chroma")
-    send_events(ragmon_servers, catalog)
-    before = snapshot(ragmon_servers)
-    report = run_app("chroma_app", ragmon_servers, plan, tmp_path)
-    expectations = assert_agrees(ragmon_servers, plan, report, catalog, before,
-                                 without_retrieval=report["traces_without_retrieval"])
+    plan = chroma_plan("chroma")
+    run = run_app("chroma_app", ragmon_servers, plan, tmp_path)
+    expectations, report = assert_agrees(ragmon_servers, run), run.report
 
     # what ragmon read besides the lists: per server, the stored sample against Chroma's and the app's values
     for export, server in ragmon_servers.items():
@@ -66,10 +63,7 @@ def test_chroma_query_that_found_nothing_is_still_a_question(ragmon_servers, tmp
     plan = standard_plan("chromaempty")
     plan["caller"]["groups"] = ["contractors"]
     plan["questions"], plan["shapes"] = plan["questions"][4:], ["chain+answer+filter"]
-    send_events(ragmon_servers, plan["catalog"])
-    before = snapshot(ragmon_servers)
-    report = run_app("chroma_app", ragmon_servers, plan, tmp_path)
-    [question] = report["questions"]
+    run = run_app("chroma_app", ragmon_servers, plan, tmp_path)
+    [question] = run.report["questions"]
     assert question["lists"] == [[]] and question["context"] == [] and question["answer"]
-    assert_agrees(ragmon_servers, plan, report, plan["catalog"], before,
-                  without_retrieval=report["traces_without_retrieval"])
+    assert_agrees(ragmon_servers, run)

@@ -12,8 +12,8 @@ from typing import Any
 import pytest
 
 from tests.clients import agreement
-from tests.clients.agreement import assert_agrees, samples_of, snapshot
-from tests.clients.conftest import run_app, send_events
+from tests.clients.agreement import AppRun, assert_agrees, samples_of
+from tests.clients.conftest import run_app
 from tests.clients.plans import DAY, standard_plan
 
 NO_MATCH = "Any news about parking permits?"
@@ -34,17 +34,14 @@ def dspy_plan(tenant: str) -> dict[str, Any]:
 
 
 @pytest.fixture(scope="module")
-def dspy_run(ragmon_servers, tmp_path_factory) -> tuple[dict[str, Any], dict[str, Any], dict[str, dict[str, float]]]:
-    """One run of the app: the plan, the app's report, and the global counters before it."""
-    plan = dspy_plan("dspy")
-    send_events(ragmon_servers, plan["catalog"])
-    before = snapshot(ragmon_servers)
-    return plan, run_app("dspy_app", ragmon_servers, plan, tmp_path_factory.mktemp("dspy")), before
+def dspy_run(ragmon_servers, tmp_path_factory) -> AppRun:
+    """The app, run once for the tests of this module."""
+    return run_app("dspy_app", ragmon_servers, dspy_plan("dspy"), tmp_path_factory.mktemp("dspy"))
 
 
 def test_dspy_retrieve_over_colbertv2(ragmon_servers, dspy_run):
-    plan, report, before = dspy_run
-    expectations = assert_agrees(ragmon_servers, plan, report, plan["catalog"], before)
+    plan, report = dspy_run.plan, dspy_run.report
+    expectations = assert_agrees(ragmon_servers, dspy_run)
     by_question = {q["question"]: expectations[q["trace_id"]] for q in report["questions"]}
     doc_ids = {d["doc_id"] for d in plan["documents"]}
     # each retrieval, reported as Retrieve.forward around ColBERTv2.__call__, is ONE list named by
@@ -73,7 +70,7 @@ def test_dspy_retrieve_over_colbertv2(ragmon_servers, dspy_run):
 def test_dspy_one_retriever_one_name(ragmon_servers, dspy_run):
     """The app has one retriever: every list, found or empty, carries the same retriever name
     (the per-retriever metrics, such as empty retrievals against all retrievals, depend on it)."""
-    plan, report, _ = dspy_run
+    plan, report = dspy_run.plan, dspy_run.report
     for export, server in ragmon_servers.items():
         agreement.wait_for(server, plan["tenant"], len(report["questions"]))
         names = {q["question"]: [r["retriever"] for r in samples_of(server, plan["tenant"])[q["trace_id"]][1][

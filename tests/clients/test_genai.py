@@ -10,30 +10,30 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from tests.clients.agreement import assert_agrees, samples_of, snapshot
-from tests.clients.conftest import run_app, send_events
+from tests.clients.agreement import assert_agrees, samples_of
+from tests.clients.conftest import run_app
 from tests.clients.plans import DAY, standard_plan
 
 #: The version each document's index holds: the handbook's is older than the catalog's.
 INDEXED = {"leave": "3", "payroll": "1", "handbook": "1", "security": "1"}
 
 
-def plan_and_catalog(tenant: str) -> tuple[dict[str, Any], list[dict[str, Any]]]:
-    """The standard plan, and its catalog with what the indexing pipeline reported embedding into
-    the plan's index ten days ago (before the handbook's change two days ago)."""
+def genai_plan(tenant: str) -> dict[str, Any]:
+    """The standard plan, its catalog completed with what the indexing pipeline reported
+    embedding into the plan's index ten days ago (before the handbook's change two days ago)."""
     plan, now = standard_plan(tenant), time.time()
     indexed = [{"type": "index", "index": plan["index"], "doc_id": f"{tenant}/{name}", "version": version,
                 "indexed_at": now - 10 * DAY} for name, version in INDEXED.items()]
-    return plan, plan["catalog"] + indexed
+    plan["catalog"] += indexed
+    return plan
 
 
 def test_genai_structured_and_json_documents_judged_by_the_catalog(ragmon_servers, tmp_path):
-    plan, catalog = plan_and_catalog("genai")
-    send_events(ragmon_servers, catalog)
-    before = snapshot(ragmon_servers)
-    report = run_app("genai_app", ragmon_servers, plan, tmp_path)
+    plan = genai_plan("genai")
+    run = run_app("genai_app", ragmon_servers, plan, tmp_path)
+    report = run.report
     assert [q["shape"] for q in report["questions"]] == ["structured"] * 2 + ["json"] * 2 + ["framework"]
-    expectations = assert_agrees(ragmon_servers, plan, report, catalog, before)
+    expectations = assert_agrees(ragmon_servers, run)
 
     # what ragmon read besides the lists: per server, the stored sample against the app's own values
     for export, server in ragmon_servers.items():

@@ -11,28 +11,24 @@ from typing import Any
 
 import pytest
 
-from tests.clients.agreement import assert_agrees, context_of, samples_of, snapshot, wait_for
-from tests.clients.conftest import run_app, send_events
+from tests.clients.agreement import AppRun, assert_agrees, context_of, samples_of, wait_for
+from tests.clients.conftest import run_app
 from tests.clients.plans import standard_plan
 
 PASSAGE_FIELDS = ("doc_id", "doc_version", "acl")
 
 
 @pytest.fixture(scope="module")
-def haystack_run(ragmon_servers, tmp_path_factory) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any]]:
-    """The app run once: the plan, the app's report, and the global counters before it."""
+def haystack_run(ragmon_servers, tmp_path_factory) -> AppRun:
+    """The app, run once for the tests of this module."""
     plan = standard_plan("haystack")
     plan["questions"].append("Who may read the payroll records?")  # asked of the prompt-only pipeline
-    send_events(ragmon_servers, plan["catalog"])
-    before = snapshot(ragmon_servers)
-    report = run_app("haystack_app", ragmon_servers, plan, tmp_path_factory.mktemp("haystack"))
-    return plan, report, before
+    return run_app("haystack_app", ragmon_servers, plan, tmp_path_factory.mktemp("haystack"))
 
 
 def test_haystack_bm25_pipelines_with_ranker_and_retriever_alone(ragmon_servers, haystack_run):
-    plan, report, before = haystack_run
-    expectations = assert_agrees(ragmon_servers, plan, report, plan["catalog"], before,
-                                 without_retrieval=report["traces_without_retrieval"])
+    plan, report = haystack_run.plan, haystack_run.report
+    expectations = assert_agrees(ragmon_servers, haystack_run)
     by_question = {q["question"]: expectations[q["trace_id"]] for q in report["questions"]}
     asked = {q["question"]: q for q in report["questions"]}
     # the RAG pipeline: one list, which is what the prompt was built from
@@ -67,7 +63,7 @@ def test_haystack_passages_keep_their_document_fields(ragmon_servers, haystack_r
     documents with id, content and score only (no metadata); the retriever's span of the same trace
     reports the same ids with their metadata. Without these fields a leak at context is pushed
     without the document ids the security owner needs (SPEC §4)."""
-    plan, report, _ = haystack_run
+    plan, report = haystack_run.plan, haystack_run.report
 
     def fields(passage: dict[str, Any]) -> dict[str, Any]:
         return {k: passage[k] for k in PASSAGE_FIELDS if passage.get(k) is not None}

@@ -5,18 +5,15 @@ ensemble retriever's sources and its fused list stay three lists."""
 
 from __future__ import annotations
 
-from tests.clients.agreement import assert_agrees, snapshot
-from tests.clients.conftest import run_app, send_events
+from tests.clients.agreement import assert_agrees
+from tests.clients.conftest import run_app
 from tests.clients.plans import standard_plan
 
 
 def test_langchain_documents_with_and_without_ids_chains_and_an_ensemble(ragmon_servers, tmp_path):
     plan = standard_plan("langchain")
-    send_events(ragmon_servers, plan["catalog"])
-    before = snapshot(ragmon_servers)
-    report = run_app("langchain_app", ragmon_servers, plan, tmp_path)
-    expectations = assert_agrees(ragmon_servers, plan, report, plan["catalog"], before,
-                                 without_retrieval=report["traces_without_retrieval"])
+    run = run_app("langchain_app", ragmon_servers, plan, tmp_path)
+    expectations, report = assert_agrees(ragmon_servers, run), run.report
     every_id = {p for e in expectations.values() for ids in e.lists for p in ids}
     # the three ways a LangChain document gets its id were all exercised
     assert any(p.endswith("#0") for p in every_id)  # Document(id=...)

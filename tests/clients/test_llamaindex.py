@@ -5,18 +5,15 @@ counted as the framework's own return values say they must be."""
 
 from __future__ import annotations
 
-from tests.clients.agreement import assert_agrees, snapshot
-from tests.clients.conftest import run_app, send_events
+from tests.clients.agreement import assert_agrees
+from tests.clients.conftest import run_app
 from tests.clients.plans import standard_plan
 
 
 def test_llamaindex_bm25_query_engine_and_explicit_context(ragmon_servers, tmp_path):
     plan = standard_plan("llamaindex")
-    send_events(ragmon_servers, plan["catalog"])
-    before = snapshot(ragmon_servers)
-    report = run_app("llamaindex_app", ragmon_servers, plan, tmp_path)
-    expectations = assert_agrees(ragmon_servers, plan, report, plan["catalog"], before,
-                                 without_retrieval=report["traces_without_retrieval"])
+    run = run_app("llamaindex_app", ragmon_servers, plan, tmp_path)
+    expectations, report = assert_agrees(ragmon_servers, run), run.report
     by_question = {q["question"]: expectations[q["trace_id"]] for q in report["questions"]}
     # one retrieval reported as nested RETRIEVER spans is one list, and the retriever alone gives the context
     alone = by_question[plan["questions"][0]]
