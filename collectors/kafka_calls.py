@@ -16,6 +16,8 @@ from typing import TypeVar
 
 from kafka import errors
 
+from collectors.files import RetryPolicy
+
 T = TypeVar("T")
 
 CALL_DEADLINE = 30.0  # seconds of retries of one offset or metadata call before it is logged and tried later
@@ -67,7 +69,7 @@ def kafka_call(
     own end: give the call a timeout of its own (``timeout_ms``, ``request_timeout_ms``) to bound it.
     """
     started = clock()
-    delay = initial
+    delays = RetryPolicy(initial=initial, maximum=maximum).delays()
     tries = 0
     while True:
         tries += 1
@@ -81,11 +83,10 @@ def kafka_call(
             if remaining <= 0:
                 raise KafkaCallFailed(f"{what}: still failing after {elapsed:.1f} s and {tries} tries: "
                                       f"{type(error).__name__}: {error}", error) from error
-            pause = min(delay, remaining)
+            pause = min(next(delays), remaining)
             if stop is not None:
                 if stop.wait(pause):
                     raise KafkaCallFailed(f"{what}: stopped while retrying: {type(error).__name__}: {error}",
                                           error) from error
             else:
                 (sleep or time.sleep)(pause)
-            delay = min(delay * 2, maximum)
