@@ -11,7 +11,7 @@ import heapq
 import threading
 from dataclasses import dataclass, field, replace
 
-from monitor.model import DocumentEvent, IndexEvent
+from monitor.model import DocumentEvent, IndexEvent, Passage
 
 MAX_VERSION_HISTORY = 16  # versions remembered per document, to tell an old version from a new one
 STALEST_IDS = 10  # stale document ids kept per index, for alerts
@@ -101,13 +101,13 @@ class Catalog:
     def document(self, doc_id: str) -> DocumentState | None:
         return self.documents.get(doc_id)
 
-    def document_of(self, passage_id: str, doc_id: str | None) -> str | None:
+    def document_of(self, passage: Passage) -> str | None:
         """The document a passage belongs to: its ``doc_id``, else its own id when the catalog
         knows a document by that id (retrieval spans such as OTel GenAI's report only document
         ids and scores)."""
-        if doc_id is not None:
-            return doc_id
-        return passage_id if passage_id in self.documents else None
+        if passage.doc_id is not None:
+            return passage.doc_id
+        return passage.id if passage.id in self.documents else None
 
     def indexed_version(self, index: str, doc_id: str) -> str | None:
         """The version of ``doc_id`` that ``index`` last reported embedding, if any."""

@@ -53,7 +53,7 @@ def permission_violations(trace: TraceEvent, catalog: Catalog) -> AccessFindings
     def judge(passage: Passage) -> bool | None:
         """The catalog's ACL comes first: it reflects revocations the index has not seen; a
         passage of another tenant's document is a violation whatever its ACL says."""
-        doc_id = catalog.document_of(passage.id, passage.doc_id)
+        doc_id = catalog.document_of(passage)
         if doc_id is not None:
             verdict = by_document.get(doc_id)
             if verdict is None:
@@ -62,6 +62,6 @@ def permission_violations(trace: TraceEvent, catalog: Catalog) -> AccessFindings
                 return verdict
         return _acl_verdict(passage.acl, principals)
 
-    flagged = flag_passages(trace, judge, lambda passage: catalog.document_of(passage.id, passage.doc_id))
+    flagged = flag_passages(trace, judge, catalog.document_of)
     unknown = sum(1 for verdict in flagged.verdicts.values() if verdict is None)
     return AccessFindings(flagged.candidates, flagged.context, unknown, flagged.doc_ids, flagged.context_doc_ids)

@@ -14,7 +14,7 @@ def is_stale(passage: Passage, catalog: Catalog, index: str | None = None) -> bo
 
     A passage that names no version (spans that report only ids and scores) is judged by the
     version its index last reported embedding: that is what the index served."""
-    doc_id = catalog.document_of(passage.id, passage.doc_id)
+    doc_id = catalog.document_of(passage)
     if doc_id is not None:
         version = passage.doc_version
         if version is None and index is not None:
@@ -29,6 +29,5 @@ def is_stale(passage: Passage, catalog: Catalog, index: str | None = None) -> bo
 
 def stale_passages(trace: TraceEvent, catalog: Catalog) -> StaleFindings:
     """Distinct stale passage ids at stage ``candidates`` and ``context``."""
-    flagged = flag_passages(trace, lambda passage: is_stale(passage, catalog, trace.index.name),
-                            lambda passage: catalog.document_of(passage.id, passage.doc_id))
+    flagged = flag_passages(trace, lambda passage: is_stale(passage, catalog, trace.index.name), catalog.document_of)
     return StaleFindings(flagged.candidates, flagged.context, flagged.doc_ids)

@@ -21,7 +21,7 @@ class Flagged:
 
 
 def flag_passages(trace: TraceEvent, judge: Callable[[Passage], bool | None],
-                  document_of: Callable[[Passage], str | None] = lambda passage: passage.doc_id) -> Flagged:
+                  document_of: Callable[[Passage], str | None]) -> Flagged:
     """Judge every copy of every passage (True flags it, False clears it, None: cannot tell).
 
     Copies of one passage id often carry different fields (candidate lists: id and score; the
@@ -54,7 +54,8 @@ def flag_passages(trace: TraceEvent, judge: Callable[[Passage], bool | None],
     return result
 
 
-def _add_documents(out: list[str], passages, verdicts: dict[str, bool | None], document_of) -> None:
+def _add_documents(out: list[str], passages, verdicts: dict[str, bool | None],
+                   document_of: Callable[[Passage], str | None]) -> None:
     for passage in passages:
         doc_id = document_of(passage)
         if verdicts[passage.id] and doc_id and doc_id not in out and len(out) < MAX_IDS:
