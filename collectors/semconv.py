@@ -108,6 +108,14 @@ def string_list(value: Any) -> list[str] | None:
     return None
 
 
+def scalar_text(value: Any) -> str | None:
+    """A scalar attribute value (a string, number) as text; None for nothing, an empty string,
+    a boolean, or a list or object."""
+    if value is None or isinstance(value, bool | dict | list):
+        return None
+    return str(value) or None
+
+
 def finite_number(value: Any) -> float | None:
     """A score as a finite float; None for what is not one."""
     if isinstance(value, bool):

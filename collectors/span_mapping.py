@@ -25,7 +25,7 @@ from typing import Any
 from collectors import semconv as sc
 from collectors.otlp_wire import Span
 from collectors.passage_ids import PassageNamer
-from collectors.semconv import finite_number, json_object, string_list
+from collectors.semconv import finite_number, json_object, scalar_text, string_list
 from collectors.span_levels import MAX_DEPTH, Level, level_of, nest, resolve
 from collectors.span_reading import RawDocument
 
@@ -114,8 +114,8 @@ class SpanMapper:
         precedence = [root, *spans]  # for caller and conversation: the root's attribute, else the earliest span's
 
         index = meta.get("index") if isinstance(meta.get("index"), str) else None
-        index = index or _first(_text(s.attributes.get(sc.GENAI_DATA_SOURCE)) for s in spans)
-        tenant = _text(meta.get("tenant"))
+        index = index or _first(scalar_text(s.attributes.get(sc.GENAI_DATA_SOURCE)) for s in spans)
+        tenant = scalar_text(meta.get("tenant"))
         event: dict[str, Any] = {
             "type": "trace", "trace_id": root.trace_id, "time": root.start_ns / 1e9,
             "tenant": str(tenant or root.resource.get(sc.TENANT) or "default"),
@@ -130,8 +130,8 @@ class SpanMapper:
             event["context"] = context  # absent, the context is the last list (SPEC §1): not sent twice
         if meta.get("index_version"):
             event["index"]["version"] = str(meta["index_version"])
-        caller_id = _first(_text(s.attributes.get(sc.USER_ID)) for s in precedence) or _first(
-            _text(s.attributes.get(sc.ENDUSER_ID)) for s in precedence)
+        caller_id = _first(scalar_text(s.attributes.get(sc.USER_ID)) for s in precedence) or _first(
+            scalar_text(s.attributes.get(sc.ENDUSER_ID)) for s in precedence)
         groups = string_list(meta.get("groups"))
         if groups is None:
             groups = _first(string_list(s.attributes.get(sc.CALLER_GROUPS)) for s in precedence)
@@ -139,8 +139,8 @@ class SpanMapper:
             event["caller"] = {"groups": groups or []}
             if caller_id:
                 event["caller"]["id"] = caller_id
-        conversation = _first(_text(s.attributes.get(sc.SESSION_ID)) for s in precedence) or _first(
-            _text(s.attributes.get(sc.GENAI_CONVERSATION)) for s in precedence)
+        conversation = _first(scalar_text(s.attributes.get(sc.SESSION_ID)) for s in precedence) or _first(
+            scalar_text(s.attributes.get(sc.GENAI_CONVERSATION)) for s in precedence)
         if conversation:
             event["conversation_id"] = conversation
         answer = _answer(root, spans, generations)
@@ -185,12 +185,6 @@ def _first(values: Iterable[Any]) -> Any:
     return next((v for v in values if v is not None), None)
 
 
-def _text(value: Any) -> str | None:
-    if value is None or isinstance(value, bool | dict | list):
-        return None
-    return str(value) or None
-
-
 def _value_text(span: Span, value_key: str, mime_key: str, keys: tuple[str, ...]) -> str | None:
     """A span's input or output as text: the value itself, or for JSON the first string under
     one of ``keys`` (at the top or one level down)."""
@@ -218,8 +212,8 @@ def _query(root: Span, spans: list[Span], retrieval_spans: list[Span]) -> str | 
             return query
     for span in sorted(retrieval_spans, key=lambda s: s.start_ns):
         a = span.attributes
-        query = (_value_text(span, sc.INPUT_VALUE, sc.INPUT_MIME_TYPE, QUERY_KEYS) or _text(a.get(sc.GENAI_QUERY))
-                 or _text(a.get(sc.RERANKER_QUERY)))
+        query = (_value_text(span, sc.INPUT_VALUE, sc.INPUT_MIME_TYPE, QUERY_KEYS) or scalar_text(a.get(sc.GENAI_QUERY))
+                 or scalar_text(a.get(sc.RERANKER_QUERY)))
         if query is not None:
             return query
     return None
@@ -259,8 +253,8 @@ def _answer(root: Span, spans: list[Span], generations: dict[str, Span]) -> str 
             return answer
     for span in sorted((s for s in spans if s.span_id in generations), key=lambda s: s.end_ns, reverse=True):
         a = span.attributes
-        answer = (_text(a.get(sc.LLM_OUTPUT_MESSAGE)) or _genai_answer(a.get(sc.GENAI_OUTPUT_MESSAGES))
-                  or (_text(a.get(sc.OUTPUT_VALUE)) if a.get(sc.OUTPUT_MIME_TYPE) != sc.JSON_MIME_TYPE else None))
+        answer = (scalar_text(a.get(sc.LLM_OUTPUT_MESSAGE)) or _genai_answer(a.get(sc.GENAI_OUTPUT_MESSAGES))
+                  or (scalar_text(a.get(sc.OUTPUT_VALUE)) if a.get(sc.OUTPUT_MIME_TYPE) != sc.JSON_MIME_TYPE else None))
         if answer is not None:
             return answer
     return None

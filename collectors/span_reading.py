@@ -32,6 +32,7 @@ from collectors.semconv import (
     finite_number,
     json_object,
     parse_json_text,
+    scalar_text,
     string_list,
 )
 
@@ -57,13 +58,6 @@ class SpanReading:
     kind: str | None
     documents: list[RawDocument]
     problems: list[tuple[str, str]]
-
-
-def _identifier(value: Any) -> str | None:
-    if value is None or isinstance(value, bool | dict | list):
-        return None
-    text = str(value)
-    return text or None
 
 
 def _name(value: Any) -> str | None:
@@ -204,7 +198,7 @@ def _document(id_: Any, score: Any, content: Any, metadata: Any, where: str, pro
     if wrong:
         problems.extend((metadata_attribute, f"`{where}.metadata`: `{name}` has a value of the wrong kind")
                         for name in wrong)
-    return RawDocument(_identifier(id_), number, content if isinstance(content, str) else None, metadata, fields)
+    return RawDocument(scalar_text(id_), number, content if isinstance(content, str) else None, metadata, fields)
 
 
 def _openinference_documents(attributes: Mapping[str, Any], prefix: str,
