@@ -29,7 +29,6 @@ DEFAULT_DOC_ID_KEYS = ("doc_id", "document_id", "ref_doc_id", "source", "file_pa
 
 #: How a passage got its id, when it did not carry one: a label of ragmon_derived_passage_ids_total.
 Derivation = Literal["metadata", "content_hash"]
-DERIVATIONS: tuple[str, ...] = ("metadata", "content_hash")
 
 
 def content_id(text: str) -> str:

@@ -9,6 +9,7 @@ import pytest
 
 from collectors.otlp_wire import Span, SpanEvent
 from collectors.passage_ids import PassageNamer
+from collectors.semconv import CHECKED_ATTRIBUTES
 from collectors.span_mapping import SpanMapper
 from collectors.span_reading import read_span
 
@@ -221,6 +222,7 @@ def test_attributes_ragmon_cannot_use_are_named(attributes, expected):
         kind = {"gen_ai.operation.name": "retrieval"}
     problems = read_span(Span(T, "1" * 16, "", "s", 0, 1, {**kind, **attributes})).problems
     assert [attribute for attribute, _ in problems] == expected
+    assert set(expected) <= set(CHECKED_ATTRIBUTES)  # a metric label: a closed set
     assert all(str(v) not in detail for (_, detail), v in zip(problems, attributes.values(), strict=False))
 
 
