@@ -5,11 +5,12 @@ RUN useradd --uid 10001 --user-group --no-create-home ragmon \
  && mkdir /data && chown ragmon:ragmon /data
 WORKDIR /src
 COPY pyproject.toml README.md ./
+COPY ragmon ragmon
 COPY monitor monitor
 COPY collectors collectors
 COPY exporters exporters
 COPY alerts alerts
-RUN pip install --no-cache-dir '.[postgres]' && rm -rf /src
+RUN pip install --no-cache-dir '.[server,postgres]' && rm -rf /src
 WORKDIR /data
 USER 10001
 EXPOSE 4318

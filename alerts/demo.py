@@ -6,11 +6,11 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Sequence
 
-from alerts.dispatch import AlertDispatcher, staleness_of
-from alerts.sink import AlertSink
-from alerts.state import AlertBook, PushedAlert
-from monitor.alerts_config import AlertsConfig
-from monitor.catalog import Catalog
+from ragmon.alerts.dispatch import AlertDispatcher, staleness_of
+from ragmon.alerts.sink import AlertSink
+from ragmon.alerts.state import AlertBook, PushedAlert
+from ragmon.monitor.config.alerting import AlertsConfig
+from ragmon.monitor.core.catalog import Catalog
 
 
 class _Collect:

@@ -1,5 +1,5 @@
 """Delivery of pushed alerts, on a thread of its own so that a slow or dead notifier never holds up
-ingestion: the pipeline only records into the :class:`~alerts.state.AlertBook` and wakes the
+ingestion: the pipeline only records into the :class:`~ragmon.alerts.state.AlertBook` and wakes the
 dispatcher.
 
 Per notifier and alert, the dispatcher remembers what was delivered. An alert is sent when it is
@@ -16,14 +16,16 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
-from alerts.notifiers import Notifier, NotifyError
-from alerts.state import AlertBook, PushedAlert
+from ragmon.alerts.notifiers import Notifier, NotifyError
+from ragmon.alerts.state import AlertBook, PushedAlert
+from ragmon.monitor.core.retry import RetryPolicy
 
 log = logging.getLogger(__name__)
 
 Record = Callable[[str, str, int], None]  # (notifier, outcome "sent" | "failed", alerts)
 
-MAX_BACKOFF = 30.0
+# after a failed delivery, a notifier is tried again 1, 2, 4 ... at most 30 s later
+BACKOFF = RetryPolicy(initial=1.0, maximum=30.0)
 
 
 @dataclass
@@ -48,7 +50,7 @@ class AlertDispatcher:
         self._tick = tick
         self._delivered: dict[str, dict[str, _Delivered]] = {n.name: {} for n in self.notifiers}
         self._retry_at = {n.name: 0.0 for n in self.notifiers}
-        self._backoff = {n.name: 0.0 for n in self.notifiers}
+        self._backoff = {n.name: BACKOFF.delays() for n in self.notifiers}
         self._wake = threading.Event()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -87,9 +89,26 @@ class AlertDispatcher:
         except Exception:
             log.exception("alert dispatch failed at shutdown")
 
+    # -- what the rest of ragmon reports; each records into the book and wakes delivery itself -----
+
+    def leak(self, tenant: str, index: str, passages: int, trace_id: str, doc_ids: list[str], now: float) -> None:
+        """Passages leaked into a trace's context (see :meth:`AlertBook.leak`); delivered right away."""
+        self.book.leak(tenant, index, passages, trace_id, doc_ids, now)
+        self.wake()
+
     def scan_staleness(self, indexes: Mapping[str, tuple[float, int, list[str]]], now: float) -> None:
         """The staleness scan's findings (see :meth:`AlertBook.staleness`); delivered right away."""
         if self.book.staleness(indexes, now):
+            self.wake()
+
+    def probe(self, name: str, tenant: str, leaked: list[str], now: float) -> None:
+        """A probe run's verdict (see :meth:`AlertBook.probe`); delivered right away."""
+        if self.book.probe(name, tenant, leaked, now):
+            self.wake()
+
+    def resolve_scanned(self, now: float) -> None:
+        """This process stopped running the scheduler (see :meth:`AlertBook.resolve_scanned`)."""
+        if self.book.resolve_scanned(now):
             self.wake()
 
     def run_once(self) -> None:
@@ -127,13 +146,12 @@ class AlertDispatcher:
         try:
             notifier.send(alerts, now)
         except NotifyError as error:
-            backoff = min(MAX_BACKOFF, max(1.0, 2 * self._backoff[notifier.name]))
-            self._backoff[notifier.name] = backoff
+            backoff = next(self._backoff[notifier.name])
             self._retry_at[notifier.name] = now + backoff
             self._record(notifier.name, "failed", len(alerts))
             log.warning("alert delivery failed (%s); %d alerts kept, retrying in %.0f s", error, len(alerts), backoff)
             return
-        self._backoff[notifier.name] = 0.0
+        self._backoff[notifier.name] = BACKOFF.delays()
         self._retry_at[notifier.name] = 0.0
         self._record(notifier.name, "sent", len(alerts))
         records = self._delivered[notifier.name]

@@ -2,7 +2,7 @@
 
 A notifier sends a list of alerts in one request and raises :class:`NotifyError` when the target
 did not take them; the dispatcher keeps them and retries with back-off. Payloads carry exactly
-what :class:`~alerts.state.PushedAlert` holds: labels, counts, up to 10 trace and document ids,
+what :class:`~ragmon.alerts.state.PushedAlert` holds: labels, counts, up to 10 trace and document ids,
 runbook and dashboard links.
 """
 
@@ -14,7 +14,7 @@ from typing import Any, Protocol
 
 import httpx
 
-from alerts.state import PushedAlert
+from ragmon.alerts.state import PushedAlert
 
 
 class NotifyError(Exception):

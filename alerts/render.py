@@ -7,8 +7,8 @@ from typing import Any
 
 import yaml
 
-from alerts.rules import alert_rules
-from monitor.alerts_config import AlertsConfig
+from ragmon.alerts.rules import alert_rules
+from ragmon.monitor.config.alerting import AlertsConfig
 
 GROUP = "ragmon"
 

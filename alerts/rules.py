@@ -1,5 +1,5 @@
-"""Every alert of SPEC §4, defined once: name, severity, PromQL expression, hold time, summary
-and runbook. ``alerts.render`` turns them into a Prometheus rules file (and the Helm chart's
+"""Every alert of docs/alerts.md, defined once: name, severity, PromQL expression, hold time, summary
+and runbook. ``ragmon.alerts.render`` turns them into a Prometheus rules file (and the Helm chart's
 PrometheusRule); the direct push uses the same names, severities and summaries.
 
 Expressions aggregate ``by (tenant, index)`` or ``by (index)`` so that several ragmon replicas
@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from monitor.alerts_config import AlertsConfig
+from ragmon.monitor.config.alerting import AlertsConfig
 
 CRITICAL, WARNING = "critical", "warning"
 

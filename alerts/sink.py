@@ -1,12 +1,12 @@
-"""The pipeline's side of the direct push: a sink that records leaks at context into the alert
-book and wakes the dispatcher. It runs after the batch is durable, like the metrics, and does
-nothing slow: delivery happens on the dispatcher's thread."""
+"""The pipeline's side of the direct push: a sink that reports leaks at context to the dispatcher.
+It runs after the batch is durable, like the metrics, and does nothing slow: delivery happens on
+the dispatcher's thread."""
 
 from __future__ import annotations
 
-from alerts.dispatch import AlertDispatcher
-from monitor.model import TraceEvent
-from monitor.pipeline import Observation
+from ragmon.alerts.dispatch import AlertDispatcher
+from ragmon.monitor.core.model import TraceEvent
+from ragmon.monitor.core.pipeline import Observation
 
 
 class AlertSink:
@@ -20,9 +20,8 @@ class AlertSink:
         event, signals = observation.event, observation.signals
         if not isinstance(event, TraceEvent) or signals is None or not signals.access.context:
             return
-        self.dispatcher.book.leak(event.tenant, event.index.name, signals.access.context, event.trace_id,
-                                  signals.access.context_doc_ids, observation.received_at)
-        self.dispatcher.wake()
+        self.dispatcher.leak(event.tenant, event.index.name, signals.access.context, event.trace_id,
+                             signals.access.context_doc_ids, observation.received_at)
 
     def flush(self, timeout: float) -> bool:
         return True

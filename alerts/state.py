@@ -15,8 +15,8 @@ import threading
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 
-from alerts.rules import CRITICAL, INDEX_STALE, LEAK_CONTEXT, PROBE_LEAK, WARNING, alert_rules
-from monitor.alerts_config import AlertsConfig
+from ragmon.alerts.rules import CRITICAL, INDEX_STALE, LEAK_CONTEXT, PROBE_LEAK, WARNING, alert_rules
+from ragmon.monitor.config.alerting import AlertsConfig
 
 MAX_IDS = 10  # trace ids and document ids carried by an alert
 

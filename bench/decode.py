@@ -13,10 +13,10 @@ import time
 import msgspec
 import orjson
 
-from monitor.config import Limits
-from monitor.decode import Decoder
-from monitor.model import Event
-from monitor.simulate import Simulator
+from ragmon.monitor.app.simulate import Simulator
+from ragmon.monitor.config.pipeline import Limits
+from ragmon.monitor.core.decode import Decoder
+from ragmon.monitor.core.model import Event
 
 RUNS = 5
 

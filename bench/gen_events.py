@@ -2,7 +2,7 @@
 
     python bench/gen_events.py --traces 100000 --bad-ratio 0.01 --out /tmp/events.jsonl
 
-Also makes the bundled example (``monitor/examples/events.jsonl``) with ``--traces 400``.
+Also makes the bundled example (``monitor/app/examples/events.jsonl``) with ``--traces 400``.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from pathlib import Path
 
 import msgspec
 
-from monitor.simulate import CORRUPTIONS, Simulator, corrupt
+from ragmon.monitor.app.simulate import CORRUPTIONS, Simulator, corrupt
 
 
 def write_events(out, traces: int, bad_ratio: float, seed: int) -> dict[str, int]:

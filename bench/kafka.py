@@ -57,7 +57,7 @@ def kafka_once(kafka: Kafka, events: list[bytes]) -> tuple[float, float]:
 
 
 def run() -> dict[str, float]:
-    from monitor.simulate import Simulator
+    from ragmon.monitor.app.simulate import Simulator
 
     simulator = Simulator(seed=29, start=time.time() - TRACES / 10 - 600, rate=10.0)  # all in the past
     events = [msgspec.json.encode(e) for e in simulator.traffic(TRACES) if e["type"] == "trace"][:TRACES]

@@ -45,7 +45,7 @@ def processed_twice(kafka: Kafka, dlq: str) -> tuple[int, int]:
 
 
 def run(seed: int = 7) -> bool:
-    from monitor.simulate import Incident, Simulator
+    from ragmon.monitor.app.simulate import Incident, Simulator
 
     rng = random.Random(seed)
     documents = [{"type": "document", "doc_id": f"doc-{i:06d}", "tenant": "acme", "version": "1",

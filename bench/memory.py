@@ -18,10 +18,10 @@ BATCH = 500
 
 
 def run(traces: int = TRACES) -> dict[str, float]:
-    from monitor.config import load_settings
-    from monitor.records import RawRecord
-    from monitor.simulate import Simulator
-    from monitor.wiring import build_runtime
+    from ragmon.monitor.app.simulate import Simulator
+    from ragmon.monitor.app.wiring import build_runtime
+    from ragmon.monitor.config.settings import load_settings
+    from ragmon.monitor.core.records import RawRecord
     from tests.ragmon_process import rss_mb
 
     checkpoints = {traces // 10: "early", traces: "end"}

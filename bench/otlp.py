@@ -36,8 +36,8 @@ def otlp_bodies(traces: int = TRACES) -> list[bytes]:
     from opentelemetry.sdk.trace.export import SimpleSpanProcessor
     from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-    from collectors.emitter import OpenInferenceTransport
-    from monitor.simulate import Simulator
+    from ragmon.collectors.emitter import OpenInferenceTransport
+    from ragmon.monitor.app.simulate import Simulator
 
     exporter = InMemorySpanExporter()
     provider = TracerProvider()

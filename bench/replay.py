@@ -17,9 +17,9 @@ import time
 from pathlib import Path
 
 from bench.gen_events import write_events
-from monitor.config import Limits
-from monitor.decode import Decoder
-from monitor.errors import InvalidInput
+from ragmon.monitor.config.pipeline import Limits
+from ragmon.monitor.core.decode import Decoder
+from ragmon.monitor.core.errors import InvalidInput
 
 DATA = Path(__file__).parent / ".data"
 RUNS = 3
@@ -42,7 +42,7 @@ def replay_once(path: Path) -> dict:
         summary = Path(scratch) / "summary.json"
         env = {**os.environ, "RAGMON_DEAD_LETTER__PATH": str(Path(scratch) / "dead.jsonl"),
                "RAGMON_DATABASE__URL": f"sqlite:///{Path(scratch) / 'ragmon.db'}"}
-        subprocess.run([sys.executable, "-m", "monitor.cli", "replay", str(path), "--json", str(summary)],
+        subprocess.run([sys.executable, "-m", "ragmon", "replay", str(path), "--json", str(summary)],
                        env=env, check=True, stdout=subprocess.DEVNULL)
         return json.loads(summary.read_text())
 

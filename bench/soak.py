@@ -20,7 +20,7 @@ BATCH = 200
 
 
 def run(minutes: float = 30.0) -> bool:
-    from monitor.simulate import Simulator
+    from ragmon.monitor.app.simulate import Simulator
 
     simulator = Simulator(seed=51, start=time.time() - 60, rate=100_000.0)  # times stay near now
     headers = {"content-type": "application/x-ndjson"}

@@ -25,6 +25,11 @@ class BackgroundSource(ABC):
     def run(self) -> None:
         """The source's loop: deliver batches until the input ends or ``_stop`` is set."""
 
+    def ready(self) -> bool:
+        """Caught up (see :class:`~ragmon.monitor.core.pipeline.Source`); a source that never waits
+        for anything is always ready."""
+        return True
+
     def start(self) -> None:
         self._thread = threading.Thread(target=self._run_guarded, name=self.thread_name, daemon=True)
         self._thread.start()

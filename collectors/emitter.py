@@ -1,7 +1,7 @@
-"""Transports for the emitter (``monitor.emit``): native events to Kafka, or OpenTelemetry spans
+"""Transports for the emitter (``ragmon.monitor.core.emit``): native events to Kafka, or OpenTelemetry spans
 in OpenInference shape through the application's own TracerProvider.
 
-    from collectors.emitter import Emitter, KafkaTransport, OpenInferenceTransport
+    from ragmon.collectors.emitter import Emitter, KafkaTransport, OpenInferenceTransport
 
     emitter = Emitter(OpenInferenceTransport(tracer_provider))
     # or: Emitter(KafkaTransport(KafkaTransport.producer(["kafka:9092"]), "rag.traces"))
@@ -13,8 +13,8 @@ from typing import Any
 
 import msgspec
 
-from collectors import semconv as sc
-from monitor.emit import Emitter, ListTransport, TraceBuilder, Transport, event_key
+from ragmon.collectors import semconv as sc
+from ragmon.monitor.core.emit import Emitter, ListTransport, TraceBuilder, Transport, event_key
 
 __all__ = ["Emitter", "KafkaTransport", "ListTransport", "OpenInferenceTransport", "TraceBuilder", "Transport",
            "event_key"]
@@ -39,8 +39,12 @@ class KafkaTransport:
                                 "linger_ms": 5, "batch_size": 256 * 1024, **options})
 
     def send(self, event: dict[str, Any], key: str | None) -> None:
-        self._producer.send(self._topic, value=self._encode(event), key=key.encode() if key else None)
+        self.send_encoded(self._encode(event), key)
         return None
+
+    def send_encoded(self, value: bytes, key: str | None) -> None:
+        """Send an event already encoded as JSON (what the OTLP receiver forwards)."""
+        self._producer.send(self._topic, value=value, key=key.encode() if key else None)
 
     def flush(self, timeout: float) -> None:
         self._producer.flush(timeout)
@@ -54,7 +58,7 @@ class OpenInferenceTransport:
     with tenant, groups, index, abstained and citations, and the ids of the context passages in
     ``ragmon.context.document_ids``), a RETRIEVER span per retrieval list, a RERANKER span for the
     context when one is given, and an LLM span with token counts. The names and the document
-    encoding are those the receiver reads (``collectors.semconv``).
+    encoding are those the receiver reads (``ragmon.collectors.semconv``).
     The trace is then known by its OTel trace id, which :meth:`send` returns. Feedback becomes a
     span carrying ``ragmon.feedback.*`` attributes.
     """

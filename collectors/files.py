@@ -10,37 +10,20 @@ import os
 import threading
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import BinaryIO
 
 import msgspec
 
-from collectors.background import BackgroundSource
-from monitor.errors import Retryable
-from monitor.pipeline import Processor
-from monitor.records import DeadLetter, RawRecord
+from ragmon.collectors.background import BackgroundSource
+from ragmon.monitor.core.errors import Retryable
+from ragmon.monitor.core.pipeline import Processor
+from ragmon.monitor.core.records import DeadLetter, RawRecord
+from ragmon.monitor.core.retry import GaveUp, RetryPolicy, until_accepted
 
 log = logging.getLogger(__name__)
-
-
-@dataclass(frozen=True)
-class RetryPolicy:
-    """Back-off for a batch refused with Retryable: ``initial`` doubling up to ``maximum`` seconds.
-
-    ``attempts`` bounds the tries of one batch (None: retry until shut down).
-    """
-
-    initial: float = 0.5
-    maximum: float = 30.0
-    attempts: int | None = None
-
-    def delays(self):
-        delay, tries = self.initial, 1
-        while self.attempts is None or tries < self.attempts:
-            yield delay
-            delay, tries = min(delay * 2, self.maximum), tries + 1
+UNTIL_STOPPED = RetryPolicy()  # retry a refused batch until the source is stopped
 
 
 class SourceStopped(Exception):
@@ -70,7 +53,7 @@ class JsonlSource(BackgroundSource):
         batch_size: int = 500,
         max_record_bytes: int = 1024 * 1024,
         keep_bytes: int = 65536,
-        retry: RetryPolicy = RetryPolicy(),
+        retry: RetryPolicy = UNTIL_STOPPED,
         on_commit: Callable[[int, int], None] | None = None,
         sleep: Callable[[float], None] = time.sleep,
     ) -> None:
@@ -127,22 +110,22 @@ class JsonlSource(BackgroundSource):
         return RawRecord(self._source, head, origin, size=size)
 
     def _deliver(self, batch: list[RawRecord], last_line: int) -> None:
-        delays = self._retry.delays()
-        while True:
-            try:
-                if batch:
-                    self._process(batch)
-                break
-            except Retryable as error:
-                delay = next(delays, None)
-                if delay is None or self._stop.is_set():
-                    raise SourceStopped(
-                        f"{self._path}: gave up after retries ({error}); lines up to "
-                        f"{self.committed_line} are processed",
-                        self.committed_line,
-                    ) from error
-                log.warning("batch refused (%s); retrying in %.1f s", error, delay)
-                self._sleep(delay)
+        def wait(delay: float) -> bool:
+            if self._stop.is_set():
+                return False
+            self._sleep(delay)
+            return True
+
+        try:
+            if batch:
+                until_accepted(lambda: self._process(batch), self._retry, wait,
+                               lambda error, delay: log.warning("batch refused (%s); retrying in %.1f s", error, delay))
+        except GaveUp as gave_up:
+            raise SourceStopped(
+                f"{self._path}: gave up after retries ({gave_up.last}); lines up to "
+                f"{self.committed_line} are processed",
+                self.committed_line,
+            ) from gave_up.last
         self.committed_line = last_line
         if self._on_commit is not None:
             self._on_commit(last_line, self._bytes_read)

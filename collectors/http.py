@@ -1,4 +1,4 @@
-"""The one HTTP port of ``ragmon serve``: native event ingest, metrics and health (SPEC §9).
+"""The one HTTP port of ``ragmon serve``: native event ingest, metrics and health (docs/deployment.md).
 
 ``POST /v1/events`` takes a JSON array, one JSON object, or NDJSON (optionally gzip-compressed)
 and answers with the accepted and rejected counts and each rejection's position and reason.
@@ -24,10 +24,10 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import Route
 
-from collectors.otlp import OtlpReceiver
-from monitor.errors import Retryable
-from monitor.pipeline import Processor
-from monitor.records import RawRecord
+from ragmon.collectors.otlp import OtlpReceiver
+from ragmon.monitor.core.errors import Retryable
+from ragmon.monitor.core.pipeline import Processor
+from ragmon.monitor.core.records import RawRecord
 
 log = logging.getLogger(__name__)
 SOURCE = "http"

@@ -1,14 +1,14 @@
 """Kafka (scaled mode): the traces consumer group. The catalog reader it waits for is in
-``collectors.kafka_catalog``, the dead-letter topic in ``collectors.kafka_dead_letters``.
+``ragmon.collectors.kafka_catalog``, the dead-letter topic in ``ragmon.collectors.kafka_dead_letters``.
 
 Delivery is at least once. A batch's offsets are committed only after ``process`` returned for
 it, which means its effects (catalog rows, samples, dead letters) are stored. When ``process``
-refuses the batch (:class:`~monitor.errors.Retryable`: a store is down), the source pauses its
+refuses the batch (:class:`~ragmon.monitor.core.errors.Retryable`: a store is down), the source pauses its
 partitions and retries the same batch with back-off, polling meanwhile so that the group keeps it;
 it never skips. A rebalance that takes partitions away while a batch waits drops that batch's
 records of those partitions: their new owner starts from the last commit and sees them again.
 
-Catalog first (SPEC §1): a replica judges no trace before its catalog reader has reached the
+Catalog first (docs/events.md): a replica judges no trace before its catalog reader has reached the
 catalog topic's end offsets as of its start, and again as of each rebalance that assigned it
 partitions. Otherwise traces already waiting on the traces topic would be judged against a
 catalog that does not yet know of the new versions and ACL revocations produced before them.
@@ -27,12 +27,12 @@ from kafka import ConsumerRebalanceListener, KafkaConsumer
 from kafka.errors import KafkaError
 from kafka.structs import OffsetAndMetadata, TopicPartition
 
-from collectors.background import BackgroundSource
-from collectors.files import RetryPolicy
-from collectors.kafka_calls import CALL_TIMEOUT_MS, kafka_call
-from monitor.errors import Retryable
-from monitor.pipeline import BatchResult, Processor
-from monitor.records import RawRecord
+from ragmon.collectors.background import BackgroundSource
+from ragmon.collectors.kafka_calls import CALL_TIMEOUT_MS, kafka_call
+from ragmon.monitor.core.errors import Retryable
+from ragmon.monitor.core.pipeline import BatchResult, Processor
+from ragmon.monitor.core.records import RawRecord
+from ragmon.monitor.core.retry import GaveUp, RetryPolicy, until_accepted
 
 log = logging.getLogger(__name__)
 SOURCE = "kafka"
@@ -139,6 +139,9 @@ class KafkaSource(BackgroundSource):
 
     thread_name = "kafka-source"
 
+    def ready(self) -> bool:
+        return self.caught_up.is_set()
+
     def run(self) -> None:
         """Consume until shut down. Raises :class:`DeadLetterRatioExceeded`."""
         consumer = self._consumer = self._factory()
@@ -185,21 +188,25 @@ class KafkaSource(BackgroundSource):
             self._guard.check(len(pending), result.rejected)
 
     def _process_until_accepted(self, consumer: KafkaConsumer) -> BatchResult | None:
-        """Process the pending batch, pausing and retrying while it is refused."""
-        delays = self._retry.delays()
+        """Process the pending batch, pausing and retrying while it is refused; None when shutting
+        down first (the batch is left uncommitted and will be read again)."""
+        def refused(error: Retryable, delay: float) -> None:
+            log.warning("batch of %d refused (%s); consumption paused, retry in %.1f s",
+                        len(self._pending), error, delay)
+
+        def wait(delay: float) -> bool:
+            self._paused = True
+            consumer.pause(*consumer.assignment())
+            if self._stop.wait(delay):
+                return False
+            self._poll_while_paused(consumer)
+            return bool(self._pending)  # a revocation may have taken the whole batch away
+
         try:
-            while self._pending:
-                try:
-                    return self._process(self._pending)
-                except Retryable as error:
-                    delay = next(delays, self._retry.maximum)
-                    log.warning("batch of %d refused (%s); consumption paused, retry in %.1f s",
-                                len(self._pending), error, delay)
-                    self._paused = True
-                    consumer.pause(*consumer.assignment())
-                    if self._stop.wait(delay):
-                        return None  # shutting down: left uncommitted, it will be read again
-                    self._poll_while_paused(consumer)
+            if not self._pending:
+                return None
+            return until_accepted(lambda: self._process(self._pending), self._retry, wait, refused)
+        except GaveUp:
             return None
         finally:
             if self._paused:

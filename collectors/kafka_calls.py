@@ -16,7 +16,7 @@ from typing import TypeVar
 
 from kafka import errors
 
-from collectors.files import RetryPolicy
+from ragmon.monitor.core.retry import RetryPolicy
 
 T = TypeVar("T")
 

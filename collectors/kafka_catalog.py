@@ -1,11 +1,12 @@
 """The catalog reader of a replica (scaled mode): reads every partition of the compacted catalog
 topic from the beginning, with no consumer group and no commits, so that each replica holds the
-whole catalog; and the barrier the traces consumer (``collectors.kafka``) waits on, so that no
-trace is judged before the catalog of its moment was read (SPEC §1, catalog first).
+whole catalog; and the barrier the traces consumer (``ragmon.collectors.kafka``) waits on, so that no
+trace is judged before the catalog of its moment was read (docs/events.md, catalog first).
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
 import time
@@ -15,13 +16,12 @@ from kafka import KafkaConsumer
 from kafka.errors import KafkaError
 from kafka.structs import TopicPartition
 
-from collectors.background import BackgroundSource
-from collectors.files import RetryPolicy
-from collectors.kafka import BACKOFF, SOURCE
-from collectors.kafka_calls import CALL_DEADLINE, CALL_TIMEOUT_MS, kafka_call
-from monitor.errors import Retryable
-from monitor.pipeline import Processor
-from monitor.records import RawRecord
+from ragmon.collectors.background import BackgroundSource
+from ragmon.collectors.kafka import BACKOFF, SOURCE
+from ragmon.collectors.kafka_calls import CALL_DEADLINE, CALL_TIMEOUT_MS, kafka_call
+from ragmon.monitor.core.pipeline import Processor
+from ragmon.monitor.core.records import RawRecord
+from ragmon.monitor.core.retry import GaveUp, RetryPolicy, until_accepted
 
 log = logging.getLogger(__name__)
 TOPIC_LOOK_INTERVAL = 5.0  # seconds between looks for a catalog topic that does not exist (yet)
@@ -62,6 +62,9 @@ class KafkaCatalogReader(BackgroundSource):
 
     def wait_synced(self, timeout: float) -> bool:
         return self.caught_up.wait(timeout)
+
+    def ready(self) -> bool:
+        return self.caught_up.is_set()
 
     def run(self) -> None:
         consumer = self._factory()
@@ -130,12 +133,11 @@ class KafkaCatalogReader(BackgroundSource):
                 self.caught_up.set()
 
     def _deliver(self, batch: list[RawRecord]) -> None:
-        delays = self._retry.delays()
-        while not self._stop.is_set():
-            try:
-                self._process(batch)
-                return
-            except Retryable as error:
-                delay = next(delays, self._retry.maximum)
-                log.warning("catalog batch refused (%s); retry in %.1f s", error, delay)
-                self._stop.wait(delay)
+        """Process a batch, retrying while it is refused, until it is accepted or the reader stops."""
+        if self._stop.is_set():
+            return
+        # GaveUp means stopping: the batch was not acknowledged, and is read again at the next start
+        with contextlib.suppress(GaveUp):
+            until_accepted(lambda: self._process(batch), self._retry, lambda delay: not self._stop.wait(delay),
+                           lambda error, delay: log.warning("catalog batch refused (%s); retry in %.1f s",
+                                                            error, delay))

@@ -7,8 +7,8 @@ from collections.abc import Sequence
 from kafka import KafkaProducer
 from kafka.errors import KafkaError
 
-from monitor.errors import Retryable
-from monitor.records import DeadLetter
+from ragmon.monitor.core.errors import Retryable
+from ragmon.monitor.core.records import DeadLetter
 
 
 class KafkaDeadLetterSink:

@@ -4,7 +4,7 @@ The spans of one OTel trace can arrive in several requests, so spans wait in a b
 assembler until no new span of their trace came for ``wait`` seconds, or for ``root_grace``
 seconds once its root span (the one without a parent, which ends and is exported last) has come;
 the trace is then mapped
-to one ragmon trace event (``collectors.span_mapping``) and goes through the pipeline like any
+to one ragmon trace event (``ragmon.collectors.span_mapping``) and goes through the pipeline like any
 other record (decoded, validated, dead-lettered if wrong), or is forwarded to the traces topic. A
 span set with no retrieval in it maps to no event and is only counted.
 
@@ -28,13 +28,13 @@ from typing import Any, Protocol
 import msgspec
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceResponse
 
-from collectors.files import RetryPolicy
-from collectors.otlp_wire import PayloadError, Span, parse_json, parse_protobuf
-from collectors.semconv import FEEDBACK_TRACE_ID
-from collectors.span_mapping import Mapped, SpanMapper, feedback_event
-from collectors.span_reading import read_span
-from monitor.errors import Retryable
-from monitor.records import RawRecord
+from ragmon.collectors.otlp_wire import PayloadError, Span, parse_json, parse_protobuf
+from ragmon.collectors.semconv import FEEDBACK_TRACE_ID
+from ragmon.collectors.span_mapping import Mapped, SpanMapper, feedback_event
+from ragmon.collectors.span_reading import read_span
+from ragmon.monitor.core.errors import Retryable
+from ragmon.monitor.core.records import RawRecord
+from ragmon.monitor.core.retry import GaveUp, RetryPolicy, until_accepted
 
 log = logging.getLogger(__name__)
 SOURCE = "otlp"
@@ -160,7 +160,10 @@ def _mapped(mapper: SpanMapper, spans: list[Span]) -> Mapped:
 
 
 class OtlpReceiver:
-    """Parses export requests into the assembler; a background thread delivers quiet traces."""
+    """Parses export requests into the assembler; a background thread delivers quiet traces. A
+    :class:`~ragmon.monitor.core.pipeline.Source`: it never stops on its own and is always ready."""
+
+    error: BaseException | None = None
 
     def __init__(self, assembler: TraceAssembler, deliver: Deliver, *, interval: float = 0.5,
                  retry: RetryPolicy = BACKOFF, mapper: SpanMapper | None = None,
@@ -174,6 +177,7 @@ class OtlpReceiver:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._encode = msgspec.json.Encoder().encode
+        self._undelivered: list[dict[str, Any]] = []  # refused while stopping: for the final flush
 
     def receive(self, body: bytes, content_type: str) -> Answer:
         media = content_type.split(";")[0].strip().lower()
@@ -205,6 +209,9 @@ class OtlpReceiver:
             self._report.malformed_attributes([attribute for _, attribute, _ in problems])
         return self._answer(media, 200, _partial_message(rejected, problems), rejected=rejected)
 
+    def ready(self) -> bool:
+        return True
+
     def start(self) -> None:
         self._thread = threading.Thread(target=self._run, name="otlp-assembler", daemon=True)
         self._thread.start()
@@ -226,11 +233,8 @@ class OtlpReceiver:
                 log.debug("delivery failure", exc_info=True)
 
     def _flush(self, everything: bool = False) -> None:
-        traces = self._assembler.due(everything)
-        if not traces:
-            return
-        events = []
-        for spans in traces:
+        events, self._undelivered = self._undelivered, []
+        for spans in self._assembler.due(everything):
             mapped = _mapped(self._mapper, spans)
             self._report.mapped(mapped)
             if mapped.event is not None:
@@ -238,17 +242,19 @@ class OtlpReceiver:
         if not events:
             return
         records = self._records(events)
-        delays = self._retry.delays()
-        while True:
-            try:
-                self._deliver(records, events)
-                return
-            except Retryable as error:
-                delay = next(delays, self._retry.maximum)
-                log.warning("assembled traces refused (%s); retrying in %.1f s", error, delay)
-                if self._stop.is_set() and not everything:
-                    return
-                time.sleep(delay)
+
+        def wait(delay: float) -> bool:
+            if self._stop.is_set() and not everything:
+                return False
+            time.sleep(delay)
+            return True
+
+        try:
+            until_accepted(lambda: self._deliver(records, events), self._retry, wait,
+                           lambda error, delay: log.warning("assembled traces refused (%s); retrying in %.1f s",
+                                                            error, delay))
+        except GaveUp:
+            self._undelivered = events  # stopping: the final flush at shutdown delivers them first
 
     def _records(self, events: list[dict[str, Any]]) -> list[RawRecord]:
         return [RawRecord(SOURCE, self._encode(e), {"otel_trace": e.get("trace_id")}) for e in events]

@@ -41,7 +41,7 @@ class Span:
     attributes: dict[str, Any] = field(default_factory=dict)
     resource: dict[str, Any] = field(default_factory=dict)
     events: list[SpanEvent] = field(default_factory=list)
-    reading: Any = None  # what collectors.span_reading.read_span made of it, once it was read
+    reading: Any = None  # what ragmon.collectors.span_reading.read_span made of it, once it was read
 
     @property
     def duration_ms(self) -> float:

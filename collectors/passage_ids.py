@@ -21,7 +21,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from collectors.span_reading import RawDocument
+from ragmon.collectors.span_reading import RawDocument
 
 DEFAULT_PASSAGE_ID_KEYS = ("id", "chunk_id", "doc_id+span", "doc_id+start_char_idx", "source+page",
                            "source+start_index")

@@ -1,8 +1,8 @@
 """The span vocabulary ragmon reads and writes, in one place: OpenInference, the OTel GenAI
 conventions, vector-store result events, and ragmon's own attributes.
 
-The receiver reads spans with these names (``collectors.span_reading``, then
-``collectors.span_mapping``); the emitter (``collectors.emitter``) writes documents with
+The receiver reads spans with these names (``ragmon.collectors.span_reading``, then
+``ragmon.collectors.span_mapping``); the emitter (``ragmon.collectors.emitter``) writes documents with
 :func:`document_attributes`. What ragmon emits is what it reads back.
 
 Documents are read from:
@@ -69,7 +69,7 @@ TENANT = "ragmon.tenant"  # a resource attribute
 FEEDBACK_TRACE_ID, FEEDBACK_KIND, FEEDBACK_VALUE = "ragmon.feedback.trace_id", "ragmon.feedback.kind", \
     "ragmon.feedback.value"
 
-#: Passage fields a document's metadata may carry (native names of SPEC §1).
+#: Passage fields a document's metadata may carry (native names of docs/events.md).
 PASSAGE_FIELDS = ("doc_id", "doc_version", "span", "acl", "indexed_at", "source_modified_at", "embedding_model")
 
 #: The attributes whose malformed values are reported (a closed set: a metric label).

@@ -14,10 +14,10 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from collectors import semconv as sc
-from collectors.otlp_wire import Span
-from collectors.semconv import json_object
-from collectors.span_reading import RawDocument, read_span
+from ragmon.collectors import semconv as sc
+from ragmon.collectors.otlp_wire import Span
+from ragmon.collectors.semconv import json_object
+from ragmon.collectors.span_reading import RawDocument, read_span
 
 _METHOD_SUFFIX = re.compile(r"\.[A-Za-z_]\w*$")
 MAX_DEPTH = 256  # parent chains longer than any real trace are cut (and cannot loop)

@@ -3,9 +3,9 @@ apps read right (docs/events.md has the table per framework).
 
 - **Retrieval lists.** Each RETRIEVER span, GenAI ``retrieval`` span and vector-store query span
   (``db.query.result`` events) reports a list; each RERANKER span its output list. Nested spans of
-  one retrieval are one list (``collectors.span_levels``). Lists are ordered by when their span
+  one retrieval are one list (``ragmon.collectors.span_levels``). Lists are ordered by when their span
   ended.
-- **Passages** are named by :class:`~collectors.passage_ids.PassageNamer`; one that nothing names
+- **Passages** are named by :class:`~ragmon.collectors.passage_ids.PassageNamer`; one that nothing names
   is dropped from its list and counted, never failing the trace.
 - **Context**: the ids in ``ragmon.context.document_ids`` when the app set it; else the last
   reranker output; else the last non-empty retrieval list.
@@ -22,12 +22,12 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from collectors import semconv as sc
-from collectors.otlp_wire import Span
-from collectors.passage_ids import PassageNamer
-from collectors.semconv import finite_number, json_object, scalar_text, string_list
-from collectors.span_levels import MAX_DEPTH, Level, level_of, nest, resolve
-from collectors.span_reading import RawDocument
+from ragmon.collectors import semconv as sc
+from ragmon.collectors.otlp_wire import Span
+from ragmon.collectors.passage_ids import PassageNamer
+from ragmon.collectors.semconv import finite_number, json_object, scalar_text, string_list
+from ragmon.collectors.span_levels import MAX_DEPTH, Level, level_of, nest, resolve
+from ragmon.collectors.span_reading import RawDocument
 
 #: Keys under which frameworks put the question in a JSON input (Haystack, DSPy, LlamaIndex internals).
 QUERY_KEYS = ("query", "question", "query_str", "input")
@@ -127,7 +127,7 @@ class SpanMapper:
         context = _context(retrievals, lists, explicit_context)
         last = retrievals[-1]["passages"] if retrievals else None
         if last is None or (context is not last and (context or last)):
-            event["context"] = context  # absent, the context is the last list (SPEC §1): not sent twice
+            event["context"] = context  # absent, the context is the last list (docs/events.md): not sent twice
         if meta.get("index_version"):
             event["index"]["version"] = str(meta["index_version"])
         caller_id = _first(scalar_text(s.attributes.get(sc.USER_ID)) for s in precedence) or _first(

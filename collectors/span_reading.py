@@ -1,5 +1,5 @@
 """Reading a span as it arrives: its documents, in the shape every convention of
-``collectors.semconv`` reports them, and the attributes ragmon uses but cannot (each named in the
+``ragmon.collectors.semconv`` reports them, and the attributes ragmon uses but cannot (each named in the
 answer to the request that brought the span, never failing its trace).
 """
 
@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from collectors.semconv import (
+from ragmon.collectors.semconv import (
     CALLER_GROUPS,
     CONTEXT_DOCUMENT_IDS,
     DB_OPERATIONS,

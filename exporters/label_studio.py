@@ -16,9 +16,12 @@ from __future__ import annotations
 import base64
 import json
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import httpx
+
+from ragmon.monitor.labeling.batch import LABEL_CONFIG, task_of
 
 LEGACY_DISABLED_HINT = (
     "Label Studio refused the legacy API token: this organization has legacy tokens disabled "
@@ -163,3 +166,20 @@ def _short(text: str, limit: int = 500) -> str:
 def _chunks(items: Sequence[Any], size: int) -> Iterable[Sequence[Any]]:
     for start in range(0, len(items), size):
         yield items[start:start + size]
+
+
+@dataclass(frozen=True, slots=True)
+class Pushed:
+    """What a push of a weekly batch did."""
+
+    project_id: int
+    created: bool  # the project did not exist and was made
+    imported: int  # tasks new to the project (a case already there is not imported again)
+
+
+def push_batch(studio: LabelStudio, title: str, batch: Sequence) -> Pushed:
+    """The one way a weekly batch reaches Label Studio (the scheduler's job and ``ragmon samples
+    push``): the project titled ``title`` with ragmon's labeling config (created when missing),
+    then each case of ``batch`` imported once."""
+    project_id, created = studio.ensure_project(title, LABEL_CONFIG)
+    return Pushed(project_id, created, studio.import_tasks(project_id, [task_of(sample) for sample in batch]))

@@ -1,4 +1,4 @@
-"""The metric definitions of SPEC §3: one list, used to build the metrics and to document them."""
+"""The metric definitions of docs/metrics.md: one list, used to build the metrics and to document them."""
 
 from __future__ import annotations
 
@@ -103,13 +103,20 @@ METRICS: tuple[MetricSpec, ...] = (
 
 BY_NAME = {spec.name: spec for spec in METRICS}
 
+# computed when Prometheus scrapes (ragmon.exporters.prometheus), never pushed into
+PULLED = frozenset({
+    "ragmon_events_total", "ragmon_rejected_events_total", "ragmon_last_event_timestamp_seconds",
+    "ragmon_sink_errors_total", "ragmon_index_stale_documents", "ragmon_index_max_staleness_seconds",
+    "ragmon_index_embedding_models", "ragmon_build_info", "ragmon_sample_queue",
+})
+
 
 def reference_markdown() -> str:
     """docs/metrics.md, generated from :data:`METRICS` (a test keeps the committed file equal)."""
     lines = [
         "# Metrics reference",
         "",
-        "Generated from `exporters/metrics.py` by `python -m exporters.metrics > docs/metrics.md`.",
+        "Generated from `exporters/metrics.py` by `python -m ragmon.exporters.metrics > docs/metrics.md`.",
         "All metrics are served at `GET /metrics`. Label values come from closed sets: `tenant` and",
         "`index` are capped (the `labels` config: an allowlist, else the first 50 seen, then `other`),",
         "`retriever` at 10; `stage`, `outcome`, `kind`, `value`, `direction`, `reason`, `source`,",
@@ -131,3 +138,4 @@ def reference_markdown() -> str:
 
 if __name__ == "__main__":
     print(reference_markdown(), end="")
+

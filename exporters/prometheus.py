@@ -1,10 +1,6 @@
-"""Prometheus metrics (SPEC §3): a sink that counts what the signals found, and a collector that
-reads pipeline counters and catalog health at scrape time.
-
-Label values come from closed sets only. Tenant and index are capped (an allowlist, else the first
-N seen, then ``other``), retriever likewise; stage, outcome, kind, value, reason are enums.
-Nothing else — no user, trace, passage or document id, no text — ever becomes a label.
-"""
+"""Prometheus metrics, besides the instruments (``ragmon.exporters.instruments``): the sink that
+counts what the signals found and what was sampled, and the collectors that read pipeline counters,
+catalog health and the sample queue at scrape time (:func:`register_scrape_time`)."""
 
 from __future__ import annotations
 
@@ -13,50 +9,18 @@ import time
 from collections.abc import Callable, Iterable
 from importlib.metadata import PackageNotFoundError, version
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+from prometheus_client import CollectorRegistry
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
-from exporters.metrics import BY_NAME, MetricSpec
-from monitor.catalog import Catalog
-from monitor.config import LabelsConfig
-from monitor.pipeline import Observation, PipelineStats
-from monitor.signals import FeedbackSignals, IndexSignals, Outcome, TraceSignals
+from ragmon.exporters.instruments import LabelCap, Metrics
+from ragmon.exporters.metrics import BY_NAME
+from ragmon.monitor.core.catalog import Catalog
+from ragmon.monitor.core.pipeline import Observation, PipelineStats
+from ragmon.monitor.core.signals import FeedbackSignals, IndexSignals, Outcome, TraceSignals
 
-OTHER = "other"
 UNKNOWN = "unknown"
 LATENCY_STAGES = ("retrieve", "rerank", "generate", "total")
-
-
-class LabelCap:
-    """Maps a free-form name to itself while there is room, else to ``other``."""
-
-    def __init__(self, allow: Iterable[str], limit: int) -> None:
-        self._allow = frozenset(allow)
-        self._limit = limit
-        self._seen: set[str] = set(self._allow)
-        self._dynamic = 0
-        self._lock = threading.Lock()
-
-    def __call__(self, value: str) -> str:
-        if value in self._seen:
-            return value
-        with self._lock:
-            if value in self._seen:
-                return value
-            if self._dynamic < self._limit:
-                self._dynamic += 1
-                self._seen.add(value)
-                return value
-        return OTHER
-
-
-def _make(spec: MetricSpec, registry: CollectorRegistry):
-    if spec.kind == "counter":
-        return Counter(spec.name, spec.help, spec.labels, registry=registry)
-    if spec.kind == "gauge":
-        return Gauge(spec.name, spec.help, spec.labels, registry=registry)
-    return Histogram(spec.name, spec.help, spec.labels, buckets=spec.buckets, registry=registry)
 
 
 class _Slot:
@@ -65,7 +29,7 @@ class _Slot:
     __slots__ = ("answers", "violations", "unknown_acl", "stale", "duplicates", "mixed", "unsupported",
                  "rephrases", "latency", "tokens", "cost", "empty_keyword")
 
-    def __init__(self, m: PrometheusSink, tenant: str, index: str) -> None:
+    def __init__(self, m: Metrics, tenant: str, index: str) -> None:
         self.answers = {o: m.answers.labels(tenant, index, o.value) for o in Outcome}
         self.violations = {s: m.violations.labels(tenant, index, s) for s in ("candidates", "context")}
         self.unknown_acl = m.unknown_acl.labels(tenant, index)
@@ -81,121 +45,61 @@ class _Slot:
 
 
 class PrometheusSink:
-    """Counts each observation's signals into metrics on ``registry``."""
+    """Counts each observation's signals and sampling decisions into the instruments."""
 
     name = "prometheus"
     durable = False  # counts only what is already stored, so a retried batch is not counted twice
 
-    def __init__(self, registry: CollectorRegistry, labels: LabelsConfig, stats: PipelineStats,
-                 catalog: Catalog, clock: Callable[[], float] = time.time,
-                 sample_queue: Callable[[], dict[str, int]] | None = None) -> None:
-        """``sample_queue`` gives the samples in the store per status (for ``ragmon_sample_queue``)."""
-        self.registry = registry
-        self.tenant = LabelCap(labels.tenants, labels.max_tenants)
-        self.index = LabelCap(labels.indexes, labels.max_indexes)
-        self.retriever = LabelCap((), labels.max_retrievers)
-        made = {spec.name: _make(spec, registry) for spec in BY_NAME.values() if spec.name not in _PULLED}
-        self.answers = made["ragmon_answers_total"]
-        self.violations = made["ragmon_permission_violations_total"]
-        self.unknown_acl = made["ragmon_unknown_acl_passages_total"]
-        self.stale = made["ragmon_stale_passages_served_total"]
-        self.low_score = made["ragmon_low_score_retrievals_total"]
-        self.empty = made["ragmon_empty_retrievals_total"]
-        self.empty_keyword = made["ragmon_empty_keyword_retrievals_total"]
-        self.without_caller = made["ragmon_traces_without_caller_total"]
-        self.top_score = made["ragmon_retrieval_top_score"]
-        self.duplicates = made["ragmon_duplicate_slots_total"]
-        self.mixed = made["ragmon_mixed_embedding_results_total"]
-        self.unsupported = made["ragmon_unsupported_citations_total"]
-        self.rephrases = made["ragmon_rephrases_total"]
-        self.feedback = made["ragmon_feedback_total"]
-        self.latency = made["ragmon_stage_latency_seconds"]
-        self.tokens = made["ragmon_tokens_total"]
-        self.cost = made["ragmon_cost_usd_total"]
-        self.index_lag = made["ragmon_index_lag_seconds"]
-        # fed by the sampler (through observations), the probes, the Kafka source and the alert dispatcher
-        self.samples = made["ragmon_samples_total"]
-        self.samples_dropped = made["ragmon_samples_dropped_total"]
-        self.probe_failures = made["ragmon_probe_failures_total"]
-        self.consumer_lag = made["ragmon_consumer_lag_messages"]
-        self.alert_notifications = made["ragmon_alert_notifications_total"]
-        self.probe_leaks = made["ragmon_probe_leaks_total"]
-        self.job_runs = made["ragmon_job_runs_total"]
-        self.job_last_success = made["ragmon_job_last_success_timestamp_seconds"]
-        self.retention_deleted = made["ragmon_retention_deleted_total"]
-        self.scheduler_leader = made["ragmon_scheduler_leader"]
-        # fed by the OTLP receiver (the MappingReport of collectors.otlp)
-        self.derived_ids = made["ragmon_derived_passage_ids_total"]
-        self.unmapped = made["ragmon_unmapped_passages_total"]
-        self.without_retrieval = made["ragmon_otlp_traces_without_retrieval_total"]
-        self.malformed = made["ragmon_malformed_span_attributes_total"]
+    def __init__(self, metrics: Metrics) -> None:
+        self._m = metrics
         self._slots: dict[tuple[str, str], _Slot] = {}
         self._retrievers: dict[tuple[str, str, str], tuple] = {}
         self._lock = threading.Lock()
-        registry.register(_ScrapeTimeCollector(stats, catalog, self.index, clock))
-        if sample_queue is not None:
-            from monitor.sample_store import STATUSES
-
-            registry.register(SampleQueueCollector(sample_queue, STATUSES))
 
     def consume(self, observation: Observation) -> None:
         if observation.sampling is not None:
             for tenant, stratum in observation.sampling.sampled:
-                self.samples.labels(self.tenant(tenant), stratum).inc()
+                self._m.samples.labels(self._m.tenant(tenant), stratum).inc()
             for reason in observation.sampling.dropped:
-                self.samples_dropped.labels(reason).inc()
+                self._m.samples_dropped.labels(reason).inc()
         signals = observation.signals
         if isinstance(signals, TraceSignals):
             self._trace(signals)
         elif isinstance(signals, FeedbackSignals):
             trace = signals.trace
-            tenant, index = (self.tenant(trace.tenant), self.index(trace.index)) if trace else (UNKNOWN, UNKNOWN)
-            self.feedback.labels(tenant, index, signals.kind, signals.value or "none").inc()
+            tenant, index = (self._m.tenant(trace.tenant), self._m.index(trace.index)) if trace else (UNKNOWN, UNKNOWN)
+            self._m.feedback.labels(tenant, index, signals.kind, signals.value or "none").inc()
         elif isinstance(signals, IndexSignals) and signals.lag_seconds is not None:
-            self.index_lag.labels(self.index(signals.index)).observe(signals.lag_seconds)
+            self._m.index_lag.labels(self._m.index(signals.index)).observe(signals.lag_seconds)
 
     def flush(self, timeout: float) -> bool:
         return True  # metrics live in memory; nothing to make durable
-
-    def malformed_attributes(self, attributes: list[str]) -> None:
-        """OTLP span attributes the receiver could not read (names from a closed set)."""
-        for attribute in attributes:
-            self.malformed.labels(attribute).inc()
-
-    def mapped(self, mapped) -> None:
-        """What the OTLP receiver's mapping of one trace had to derive, drop or skip."""
-        for how, n in mapped.derived.items():
-            self.derived_ids.labels(how).inc(n)
-        if mapped.unmapped:
-            self.unmapped.inc(mapped.unmapped)
-        if mapped.event is None:
-            self.without_retrieval.inc()
 
     def shutdown(self) -> None:
         pass
 
     def _slot(self, tenant: str, index: str) -> _Slot:
-        key = (self.tenant(tenant), self.index(index))
+        key = (self._m.tenant(tenant), self._m.index(index))
         slot = self._slots.get(key)
         if slot is None:
             with self._lock:
-                slot = self._slots.setdefault(key, _Slot(self, *key))
+                slot = self._slots.setdefault(key, _Slot(self._m, *key))
         return slot
 
     def _retriever(self, tenant: str, index: str, retriever: str) -> tuple:
-        key = (self.tenant(tenant), self.index(index), self.retriever(retriever))
+        key = (self._m.tenant(tenant), self._m.index(index), self._m.retriever(retriever))
         children = self._retrievers.get(key)
         if children is None:
             with self._lock:
                 children = self._retrievers.setdefault(
-                    key, (self.low_score.labels(*key), self.empty.labels(*key), self.top_score.labels(*key)))
+                    key, (self._m.low_score.labels(*key), self._m.empty.labels(*key), self._m.top_score.labels(*key)))
         return children
 
     def _trace(self, s: TraceSignals) -> None:
         slot = self._slot(s.tenant, s.index)
         slot.answers[s.outcome].inc()
         if not s.has_caller:
-            self.without_caller.labels(self.tenant(s.tenant)).inc()
+            self._m.without_caller.labels(self._m.tenant(s.tenant)).inc()
         if s.access.candidates:
             slot.violations["candidates"].inc(s.access.candidates)
         if s.access.context:
@@ -240,11 +144,16 @@ class PrometheusSink:
                 slot.cost.inc(s.usage.cost_usd)
 
 
-_PULLED = frozenset({
-    "ragmon_events_total", "ragmon_rejected_events_total", "ragmon_last_event_timestamp_seconds",
-    "ragmon_sink_errors_total", "ragmon_index_stale_documents", "ragmon_index_max_staleness_seconds",
-    "ragmon_index_embedding_models", "ragmon_build_info", "ragmon_sample_queue",
-})
+def register_scrape_time(metrics: Metrics, stats: PipelineStats, catalog: Catalog,
+                         clock: Callable[[], float] = time.time,
+                         sample_queue: Callable[[], dict[str, int]] | None = None) -> None:
+    """Register the values computed when Prometheus scrapes: pipeline counters, catalog health and,
+    with ``sample_queue`` (the samples in the store per status), ``ragmon_sample_queue``."""
+    metrics.registry.register(_ScrapeTimeCollector(stats, catalog, metrics.index, clock))
+    if sample_queue is not None:
+        from ragmon.monitor.labeling.sample_store import STATUSES
+
+        metrics.registry.register(SampleQueueCollector(sample_queue, STATUSES))
 
 
 def _family(name: str):

@@ -16,10 +16,10 @@ def clean_run_samples(values: Sequence[bytes], scratch: Path, batch: int = 500, 
     ``environ`` adds RAGMON_ settings (e.g. ``RAGMON_SAMPLING__WEEKLY_CAP``)."""
     from prometheus_client import CollectorRegistry
 
-    from monitor.config import load_settings
-    from monitor.records import RawRecord
-    from monitor.sample_store import SampleStore
-    from monitor.wiring import build_runtime
+    from ragmon.monitor.app.wiring import build_runtime
+    from ragmon.monitor.config.settings import load_settings
+    from ragmon.monitor.core.records import RawRecord
+    from ragmon.monitor.labeling.sample_store import SampleStore
 
     scratch.mkdir(parents=True, exist_ok=True)
     settings = load_settings(environ={"RAGMON_DATABASE__URL": f"sqlite:///{scratch / 'clean.db'}",

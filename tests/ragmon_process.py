@@ -49,7 +49,7 @@ class RagmonServer:
     def start(self, timeout: float = 30) -> RagmonServer:
         with self.log_path.open("ab") as log:
             self.process = subprocess.Popen(
-                [sys.executable, "-m", "monitor.cli", self.command, "--port", str(self.port)],
+                [sys.executable, "-m", "ragmon", self.command, "--port", str(self.port)],
                 env=self.env, stdout=log, stderr=subprocess.STDOUT)
         deadline = time.monotonic() + timeout
         while True:

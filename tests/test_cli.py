@@ -8,9 +8,9 @@ from pathlib import Path
 
 from click.testing import CliRunner
 
-from collectors.files import read_dead_letters
-from monitor.cli import EXAMPLE_EVENTS, main
-from monitor.simulate import CORRUPTIONS
+from ragmon.collectors.files import read_dead_letters
+from ragmon.monitor.app.cli import EXAMPLE_EVENTS, main
+from ragmon.monitor.app.simulate import CORRUPTIONS
 
 
 def clean_env(**env) -> dict:

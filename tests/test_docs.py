@@ -4,25 +4,25 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from exporters.metrics import reference_markdown as metrics_reference
-from monitor.config import reference_markdown as config_reference
+from ragmon.exporters.metrics import reference_markdown as metrics_reference
+from ragmon.monitor.config.settings import reference_markdown as config_reference
 
 DOCS = Path(__file__).parent.parent / "docs"
 
 
 def test_metrics_reference_is_current():
     assert (DOCS / "metrics.md").read_text() == metrics_reference(), (
-        "docs/metrics.md is out of date: python -m exporters.metrics > docs/metrics.md")
+        "docs/metrics.md is out of date: python -m ragmon.exporters.metrics > docs/metrics.md")
 
 
 def test_configuration_reference_is_current():
     assert (DOCS / "configuration.md").read_text() == config_reference(), (
-        "docs/configuration.md is out of date: python -m monitor.config > docs/configuration.md")
+        "docs/configuration.md is out of date: python -m ragmon.monitor.config.settings > docs/configuration.md")
 
 
 def test_every_alert_has_a_runbook_section():
-    from alerts.rules import alert_rules
-    from monitor.alerts_config import AlertsConfig
+    from ragmon.alerts.rules import alert_rules
+    from ragmon.monitor.config.alerting import AlertsConfig
 
     text = (DOCS / "alerts.md").read_text()
     headings = {line[3:].strip() for line in text.splitlines() if line.startswith("## ")}
@@ -30,9 +30,9 @@ def test_every_alert_has_a_runbook_section():
 
 
 def test_the_charts_rules_and_dashboards_are_what_the_code_generates():
-    from alerts.render import render_rules
-    from exporters.dashboard import render_dashboards
-    from monitor.alerts_config import AlertsConfig
+    from ragmon.alerts.render import render_rules
+    from ragmon.exporters.dashboard import render_dashboards
+    from ragmon.monitor.config.alerting import AlertsConfig
 
     chart = DOCS.parent / "helm" / "ragmon"
     assert (chart / "rules" / "ragmon-rules.yaml").read_text() == render_rules(AlertsConfig()), (

@@ -18,10 +18,10 @@ import msgspec
 import pytest
 from sqlalchemy import text
 
-from collectors.files import read_dead_letters
-from monitor.sample_store import SampleStore
-from monitor.simulate import CORRUPTIONS, Incident, Simulator, corrupt
-from monitor.store import make_engine, upgrade
+from ragmon.collectors.files import read_dead_letters
+from ragmon.monitor.app.simulate import CORRUPTIONS, Incident, Simulator, corrupt
+from ragmon.monitor.labeling.sample_store import SampleStore
+from ragmon.monitor.storage.store import make_engine, upgrade
 from tests.clean_run import UNCAPPED, clean_run_samples, leaks_of
 from tests.collectors.kafka_support import committed, encode, end_offsets, key_of, new_topic, produce, wait_for
 from tests.ragmon_process import RagmonServer, scraped

@@ -20,13 +20,13 @@ import pytest
 from prometheus_client import CollectorRegistry
 from starlette.testclient import TestClient
 
-from collectors.files import read_dead_letters
-from collectors.http import build_app
-from exporters.prometheus import metric_sum
-from monitor.config import load_settings
-from monitor.errors import Reason
-from monitor.simulate import Simulator
-from monitor.wiring import build_otlp, build_runtime, build_sources
+from ragmon.collectors.files import read_dead_letters
+from ragmon.collectors.http import build_app
+from ragmon.exporters.prometheus import metric_sum
+from ragmon.monitor.app.simulate import Simulator
+from ragmon.monitor.app.wiring import build_otlp, build_runtime, build_sources
+from ragmon.monitor.config.settings import load_settings
+from ragmon.monitor.core.errors import Reason
 from tests.collectors.kafka_support import committed, end_offsets, new_topic, produce, read_all, wait_for
 
 EVENTS = 100_000

@@ -14,14 +14,14 @@ import pytest
 from click.testing import CliRunner
 from prometheus_client import CollectorRegistry
 
-from monitor.cli import main
-from monitor.config import load_settings
-from monitor.labels import dataset_ids
-from monitor.records import RawRecord
-from monitor.sample_store import SampleStore
-from monitor.simulate import Incident, Simulator
-from monitor.store import make_engine, upgrade
-from monitor.wiring import build_runtime
+from ragmon.monitor.app.cli import main
+from ragmon.monitor.app.simulate import Incident, Simulator
+from ragmon.monitor.app.wiring import build_runtime
+from ragmon.monitor.config.settings import load_settings
+from ragmon.monitor.core.records import RawRecord
+from ragmon.monitor.labeling.labels import dataset_ids
+from ragmon.monitor.labeling.sample_store import SampleStore
+from ragmon.monitor.storage.store import make_engine, upgrade
 
 pytestmark = pytest.mark.integration
 

@@ -11,7 +11,7 @@ import httpx
 import msgspec
 import pytest
 
-from monitor.simulate import Simulator
+from ragmon.monitor.app.simulate import Simulator
 from tests.ragmon_process import RagmonServer, rss_mb
 
 pytestmark = pytest.mark.integration

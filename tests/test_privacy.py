@@ -10,10 +10,10 @@ import logging
 from prometheus_client import CollectorRegistry
 from starlette.testclient import TestClient
 
-from collectors.files import read_dead_letters
-from collectors.http import build_app
-from monitor.config import load_settings
-from monitor.wiring import build_runtime
+from ragmon.collectors.files import read_dead_letters
+from ragmon.collectors.http import build_app
+from ragmon.monitor.app.wiring import build_runtime
+from ragmon.monitor.config.settings import load_settings
 
 NOW = 1_796_000_000.0
 MARK = "zq9marker"

@@ -15,12 +15,12 @@ import pytest
 from click.testing import CliRunner
 from prometheus_client import CollectorRegistry
 
-from monitor.cli import main
-from monitor.config import load_settings
-from monitor.records import RawRecord
-from monitor.sample_store import SampleStore
-from monitor.store import make_engine
-from monitor.wiring import build_runtime
+from ragmon.monitor.app.cli import main
+from ragmon.monitor.app.wiring import build_runtime
+from ragmon.monitor.config.settings import load_settings
+from ragmon.monitor.core.records import RawRecord
+from ragmon.monitor.labeling.sample_store import SampleStore
+from ragmon.monitor.storage.store import make_engine
 
 pytestmark = pytest.mark.integration
 

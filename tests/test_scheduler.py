@@ -14,9 +14,9 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 from click.testing import CliRunner
 
-from monitor.cli import main
-from monitor.leader import PostgresLock
-from monitor.store import make_engine, upgrade
+from ragmon.monitor.app.cli import main
+from ragmon.monitor.app.leader import PostgresLock
+from ragmon.monitor.storage.store import make_engine, upgrade
 from tests.alerts.webhook_receiver import WebhookReceiver, has_alert
 from tests.ragmon_process import RagmonServer
 from tests.ragmon_process import scraped as metric

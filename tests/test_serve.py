@@ -14,8 +14,8 @@ import httpx
 import msgspec
 from click.testing import CliRunner
 
-from monitor.cli import main
-from monitor.simulate import Simulator
+from ragmon.monitor.app.cli import main
+from ragmon.monitor.app.simulate import Simulator
 from tests.ragmon_process import RagmonServer
 
 

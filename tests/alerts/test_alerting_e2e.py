@@ -12,8 +12,8 @@ import time
 import httpx
 import pytest
 
-from alerts.render import render_rules
-from monitor.alerts_config import AlertsConfig
+from ragmon.alerts.render import render_rules
+from ragmon.monitor.config.alerting import AlertsConfig
 from tests.alerts.webhook_receiver import WebhookReceiver, has_alert
 from tests.ragmon_process import RagmonServer
 from tests.services.harness import Alertmanager, Prometheus
@@ -114,7 +114,7 @@ def test_a_replay_of_past_traffic_pushes_no_alert(tmp_path):
     import msgspec
     from click.testing import CliRunner
 
-    from monitor.cli import main
+    from ragmon.monitor.app.cli import main
 
     now = time.time()
     events = tmp_path / "events.jsonl"

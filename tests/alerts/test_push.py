@@ -11,14 +11,14 @@ import time
 import httpx
 import pytest
 
-from alerts.dispatch import AlertDispatcher
-from alerts.notifiers import AlertmanagerNotifier, WebhookNotifier
-from alerts.sink import AlertSink
-from alerts.state import AlertBook
-from monitor.alerts_config import AlertsConfig
-from monitor.model import IndexRef, TraceEvent
-from monitor.pipeline import Observation
-from monitor.signals.results import AccessFindings
+from ragmon.alerts.dispatch import AlertDispatcher
+from ragmon.alerts.notifiers import AlertmanagerNotifier, WebhookNotifier
+from ragmon.alerts.sink import AlertSink
+from ragmon.alerts.state import AlertBook
+from ragmon.monitor.config.alerting import AlertsConfig
+from ragmon.monitor.core.model import IndexRef, TraceEvent
+from ragmon.monitor.core.pipeline import Observation
+from ragmon.monitor.core.signals.results import AccessFindings
 
 
 class Clock:

@@ -11,10 +11,10 @@ import pytest
 import yaml
 from click.testing import CliRunner
 
-from alerts.render import render_rules, rule_groups
-from alerts.rules import alert_rules
-from monitor.alerts_config import AlertsConfig
-from monitor.cli import main
+from ragmon.alerts.render import render_rules, rule_groups
+from ragmon.alerts.rules import alert_rules
+from ragmon.monitor.app.cli import main
+from ragmon.monitor.config.alerting import AlertsConfig
 
 CASES = Path(__file__).parent / "rule_cases.yml"
 pytestmark = pytest.mark.integration  # promtool, from the Prometheus package

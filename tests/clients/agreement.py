@@ -53,7 +53,7 @@ def wait_for(server: RagmonServer, tenant: str, traces: int, timeout: float = 60
 
 
 def context_of(trace: dict[str, Any]) -> list[dict[str, Any]]:
-    """A stored trace's context: as given, else its last retrieval list (SPEC §1). A stored event
+    """A stored trace's context: as given, else its last retrieval list (docs/events.md). A stored event
     leaves out what is empty or at its default."""
     if "context" in trace:
         return trace["context"]

@@ -1,5 +1,5 @@
 """What ragmon must report for a client app's traces, computed from what the framework returned
-and the documents and catalog the test made, by the rules of docs/events.md and SPEC §2. Nothing
+and the documents and catalog the test made, by the rules of docs/events.md and docs/signals.md Nothing
 here calls ragmon's code: it is the second, independent reading the comparison needs."""
 
 from __future__ import annotations
@@ -88,7 +88,7 @@ def _document_of(document: dict[str, Any], catalog: Catalog) -> str | None:
 
 
 def leaked(document: dict[str, Any], tenant: str, allowed: set[str], catalog: Catalog) -> bool | None:
-    """True: the caller may not read it; False: may; None: no ACL is known (SPEC §2: the catalog
+    """True: the caller may not read it; False: may; None: no ACL is known (docs/signals.md: the catalog
     first, for it reflects revocations; another tenant's document is always a violation)."""
     known = catalog.documents.get(_document_of(document, catalog) or "")
     if known is not None:

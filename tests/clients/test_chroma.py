@@ -59,7 +59,7 @@ def test_chroma_query_results_under_openinference_and_genai_roots(ragmon_servers
 def test_chroma_query_that_found_nothing_is_still_a_question(ragmon_servers, tmp_path):
     """An ACL pre-filter (``where``) that no chunk passes: Chroma returns no results, so the
     ``chroma.query`` span carries no ``db.query.result`` event. The question was still asked and
-    answered from an empty retrieval: one empty list, an empty context (SPEC §2 ``empty_context``)."""
+    answered from an empty retrieval: one empty list, an empty context (docs/signals.md ``empty_context``)."""
     plan = standard_plan("chromaempty")
     plan["caller"]["groups"] = ["contractors"]
     plan["questions"], plan["shapes"] = plan["questions"][4:], ["chain+answer+filter"]

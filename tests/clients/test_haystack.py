@@ -62,7 +62,7 @@ def test_haystack_passages_keep_their_document_fields(ragmon_servers, haystack_r
     carries in ``meta``, in every list and in the context. The ranker's span reports its output
     documents with id, content and score only (no metadata); the retriever's span of the same trace
     reports the same ids with their metadata. Without these fields a leak at context is pushed
-    without the document ids the security owner needs (SPEC §4)."""
+    without the document ids the security owner needs (docs/alerts.md)."""
     plan, report = haystack_run.plan, haystack_run.report
 
     def fields(passage: dict[str, Any]) -> dict[str, Any]:

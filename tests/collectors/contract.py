@@ -10,12 +10,12 @@ import json
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
 
-from monitor.config import Limits
-from monitor.decode import Decoder
-from monitor.errors import Reason, Retryable
-from monitor.memory import MemoryDeadLetters, MemorySink
-from monitor.pipeline import BatchResult, Pipeline, Processor
-from monitor.records import RawRecord
+from ragmon.monitor.config.pipeline import Limits
+from ragmon.monitor.core.decode import Decoder
+from ragmon.monitor.core.errors import Reason, Retryable
+from ragmon.monitor.core.memory import MemoryDeadLetters, MemorySink
+from ragmon.monitor.core.pipeline import BatchResult, Pipeline, Processor
+from ragmon.monitor.core.records import RawRecord
 
 NOW = 1_796_000_000.0
 

@@ -1,5 +1,5 @@
 """Helpers for the tests against the real Kafka broker. Every admin, offset and coordinator call
-goes through the product's :func:`~collectors.kafka_calls.kafka_call`: a broker just started (or
+goes through the product's :func:`~ragmon.collectors.kafka_calls.kafka_call`: a broker just started (or
 restarted) answers some of them with retriable errors for a while, e.g. the group coordinator
 while it loads its offsets topic."""
 
@@ -15,7 +15,7 @@ from kafka.admin import NewTopic
 from kafka.errors import TopicAlreadyExistsError, UnknownTopicOrPartitionError
 from kafka.structs import TopicPartition
 
-from collectors.kafka_calls import kafka_call
+from ragmon.collectors.kafka_calls import kafka_call
 
 DEADLINE = 60.0  # seconds of retries of one call
 

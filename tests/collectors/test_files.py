@@ -9,10 +9,11 @@ from pathlib import Path
 
 import pytest
 
-from collectors.files import JsonlDeadLetterSink, JsonlSource, RetryPolicy, SourceStopped, read_dead_letters
-from monitor.errors import Reason, Retryable
-from monitor.pipeline import BatchResult, Processor
-from monitor.records import DeadLetter, RawRecord
+from ragmon.collectors.files import JsonlDeadLetterSink, JsonlSource, SourceStopped, read_dead_letters
+from ragmon.monitor.core.errors import Reason, Retryable
+from ragmon.monitor.core.pipeline import BatchResult, Processor
+from ragmon.monitor.core.records import DeadLetter, RawRecord
+from ragmon.monitor.core.retry import RetryPolicy
 from tests.collectors.contract import (  # noqa: F401  (the contract tests run here)
     SourceHarness,
     test_a_refused_batch_is_retried_and_nothing_is_lost,
@@ -109,9 +110,9 @@ def test_a_full_disk_raises_retryable(tmp_path: Path):
 FILL_UNTIL_FULL = """
 import resource, signal, sys
 from pathlib import Path
-from collectors.files import JsonlDeadLetterSink
-from monitor.errors import Reason, Retryable
-from monitor.records import DeadLetter, RawRecord
+from ragmon.collectors.files import JsonlDeadLetterSink
+from ragmon.monitor.core.errors import Reason, Retryable
+from ragmon.monitor.core.records import DeadLetter, RawRecord
 signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # a short write instead of death
 resource.setrlimit(resource.RLIMIT_FSIZE, (1500, 1500))
 sink = JsonlDeadLetterSink(Path(sys.argv[1]), max_raw_bytes=1000)

@@ -10,12 +10,12 @@ import pytest
 from prometheus_client import CollectorRegistry
 from starlette.testclient import TestClient
 
-from collectors.files import read_dead_letters
-from collectors.http import build_app
-from monitor.config import load_settings
-from monitor.errors import Retryable
-from monitor.pipeline import BatchResult
-from monitor.wiring import build_runtime
+from ragmon.collectors.files import read_dead_letters
+from ragmon.collectors.http import build_app
+from ragmon.monitor.app.wiring import build_runtime
+from ragmon.monitor.config.settings import load_settings
+from ragmon.monitor.core.errors import Retryable
+from ragmon.monitor.core.pipeline import BatchResult
 from tests.collectors.contract import (  # noqa: F401  (the contract tests run here)
     SourceHarness,
     test_a_refused_batch_is_retried_and_nothing_is_lost,

@@ -16,12 +16,12 @@ import pytest
 from kafka import KafkaConsumer
 from prometheus_client import CollectorRegistry
 
-from collectors.files import RetryPolicy
-from collectors.kafka import DeadLetterGuard, DeadLetterRatioExceeded, KafkaSource
-from monitor.config import load_settings
-from monitor.pipeline import Processor
-from monitor.simulate import CORRUPTIONS, Incident, Simulator, corrupt
-from monitor.wiring import build_runtime, build_sources
+from ragmon.collectors.kafka import DeadLetterGuard, DeadLetterRatioExceeded, KafkaSource
+from ragmon.monitor.app.simulate import CORRUPTIONS, Incident, Simulator, corrupt
+from ragmon.monitor.app.wiring import build_runtime, build_sources
+from ragmon.monitor.config.settings import load_settings
+from ragmon.monitor.core.pipeline import Processor
+from ragmon.monitor.core.retry import RetryPolicy
 from tests.clean_run import clean_run_samples, leaks_of
 from tests.collectors.contract import (  # noqa: F401  (the contract tests run here)
     SourceHarness,
@@ -142,9 +142,9 @@ def test_fifty_thousand_events_with_malformed_ones_over_six_partitions(kafka, tm
 
 
 def is_valid(value: bytes) -> bool:
-    from monitor.config import Limits
-    from monitor.decode import Decoder
-    from monitor.errors import InvalidInput
+    from ragmon.monitor.config.pipeline import Limits
+    from ragmon.monitor.core.decode import Decoder
+    from ragmon.monitor.core.errors import InvalidInput
 
     try:
         Decoder(Limits(), time.time).decode(value)
@@ -233,7 +233,7 @@ def test_two_consumers_split_the_partitions_and_keying_keeps_rephrases_together(
 
 
 def metric_total(registry, name: str) -> float:
-    from exporters.prometheus import metric_sum
+    from ragmon.exporters.prometheus import metric_sum
 
     return metric_sum(registry, name)
 
@@ -274,7 +274,7 @@ def test_a_broken_producer_stops_the_consumer_loudly(kafka):
     group = f"g-{uuid.uuid4().hex[:6]}"
 
     def process(batch):
-        from monitor.pipeline import BatchResult
+        from ragmon.monitor.core.pipeline import BatchResult
 
         return BatchResult(0, len(batch))
 
@@ -290,7 +290,7 @@ def test_a_broken_producer_stops_the_consumer_loudly(kafka):
 def test_otlp_traces_can_be_forwarded_to_the_traces_topic_keyed_by_caller(kafka, tmp_path):
     from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
 
-    from monitor.wiring import build_otlp
+    from ragmon.monitor.app.wiring import build_otlp
     from tests.collectors.test_otlp import full_trace, in_memory_provider
 
     topic = new_topic(kafka, 3, "traces")
@@ -299,7 +299,7 @@ def test_otlp_traces_can_be_forwarded_to_the_traces_topic_keyed_by_caller(kafka,
     runtime = build_runtime(settings, registry=CollectorRegistry())
     receiver = build_otlp(runtime)
     provider, exporter = in_memory_provider()
-    from collectors.emitter import Emitter, OpenInferenceTransport
+    from ragmon.collectors.emitter import Emitter, OpenInferenceTransport
 
     trace_id = full_trace(Emitter(OpenInferenceTransport(provider)))
     answer = receiver.receive(encode_spans(exporter.get_finished_spans()).SerializeToString(),

@@ -11,10 +11,10 @@ from collections import namedtuple
 from kafka import errors
 from kafka.structs import TopicPartition
 
-from collectors.files import RetryPolicy
-from collectors.kafka import KafkaSource
-from collectors.kafka_catalog import KafkaCatalogReader
-from monitor.pipeline import BatchResult
+from ragmon.collectors.kafka import KafkaSource
+from ragmon.collectors.kafka_catalog import KafkaCatalogReader
+from ragmon.monitor.core.pipeline import BatchResult
+from ragmon.monitor.core.retry import RetryPolicy
 from tests.collectors.kafka_support import wait_for
 
 Message = namedtuple("Message", "topic partition offset value")

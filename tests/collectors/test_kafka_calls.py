@@ -7,7 +7,7 @@ import threading
 import pytest
 from kafka import errors
 
-from collectors.kafka_calls import KafkaCallFailed, is_retriable, kafka_call
+from ragmon.collectors.kafka_calls import KafkaCallFailed, is_retriable, kafka_call
 
 
 class FakeTime:

@@ -1,11 +1,11 @@
-"""Catalog first on Kafka (SPEC §1), against the real broker and `ragmon serve` as a process: a
+"""Catalog first on Kafka (docs/events.md), against the real broker and `ragmon serve` as a process: a
 replica judges no trace before its catalog reader has reached the catalog topic's end offsets as
 of its start, and again as of a rebalance that hands it partitions.
 
 The catalog holds thousands of documents; the documents the traces use change at its end (a newer
 version, an ACL revocation), so a replica that judged traces while its reader was still on its
 way would miss stale passages and leaks. The expected counts come from the events below, judged
-here by the rules of SPEC §2; a warm run (the catalog read before the traces are produced) must
+here by the rules of docs/signals.md; a warm run (the catalog read before the traces are produced) must
 give the same verdicts.
 """
 

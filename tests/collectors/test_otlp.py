@@ -23,15 +23,15 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from prometheus_client import CollectorRegistry
 from starlette.testclient import TestClient
 
-from collectors.emitter import Emitter, OpenInferenceTransport
-from collectors.http import build_app
-from collectors.otlp import AssemblerFull, OtlpReceiver, TraceAssembler
-from collectors.otlp_wire import Span, parse_json, parse_protobuf
-from collectors.span_mapping import SpanMapper
-from monitor.config import load_settings
-from monitor.memory import MemorySink
-from monitor.model import FeedbackEvent, TraceEvent
-from monitor.wiring import build_otlp, build_runtime
+from ragmon.collectors.emitter import Emitter, OpenInferenceTransport
+from ragmon.collectors.http import build_app
+from ragmon.collectors.otlp import AssemblerFull, OtlpReceiver, TraceAssembler
+from ragmon.collectors.otlp_wire import Span, parse_json, parse_protobuf
+from ragmon.collectors.span_mapping import SpanMapper
+from ragmon.monitor.app.wiring import build_otlp, build_runtime
+from ragmon.monitor.config.settings import load_settings
+from ragmon.monitor.core.memory import MemorySink
+from ragmon.monitor.core.model import FeedbackEvent, TraceEvent
 from tests.services.harness import free_port
 
 NOW = time.time()
@@ -205,7 +205,7 @@ def test_attribute_values_of_any_type_map_without_an_error():
 
 
 def test_a_trace_the_mapping_fails_on_is_dead_lettered_and_delivery_goes_on(tmp_path):
-    from collectors.files import read_dead_letters
+    from ragmon.collectors.files import read_dead_letters
     settings = load_settings(environ={"RAGMON_DATABASE__URL": f"sqlite:///{tmp_path / 'ragmon.db'}",
                                       "RAGMON_DEAD_LETTER__PATH": str(tmp_path / "dead.jsonl")})
     runtime = build_runtime(settings, registry=CollectorRegistry())
@@ -356,7 +356,7 @@ def test_genai_spans_made_directly_with_the_sdk_arrive_over_http(server):
 
 def test_unreadable_attributes_are_named_per_span_and_counted_and_a_trace_without_retrieval_is_only_counted(
         tmp_path):
-    from exporters.prometheus import metric_sum
+    from ragmon.exporters.prometheus import metric_sum
 
     settings = load_settings(environ={"RAGMON_DATABASE__URL": f"sqlite:///{tmp_path / 'r.db'}",
                                       "RAGMON_DEAD_LETTER__PATH": str(tmp_path / "d.jsonl")})

@@ -7,11 +7,11 @@ import hashlib
 
 import pytest
 
-from collectors.otlp_wire import Span, SpanEvent
-from collectors.passage_ids import PassageNamer
-from collectors.semconv import CHECKED_ATTRIBUTES
-from collectors.span_mapping import SpanMapper
-from collectors.span_reading import read_span
+from ragmon.collectors.otlp_wire import Span, SpanEvent
+from ragmon.collectors.passage_ids import PassageNamer
+from ragmon.collectors.semconv import CHECKED_ATTRIBUTES
+from ragmon.collectors.span_mapping import SpanMapper
+from ragmon.collectors.span_reading import read_span
 
 T = "a" * 32
 MS = 1_000_000

@@ -9,8 +9,8 @@ import uuid
 
 import pytest
 
-from exporters.label_studio import LabelStudio, LabelStudioError, is_personal_access_token
-from exporters.labeling import LABEL_CONFIG
+from ragmon.exporters.label_studio import LabelStudio, LabelStudioError, is_personal_access_token
+from ragmon.monitor.labeling.batch import LABEL_CONFIG
 
 pytestmark = pytest.mark.integration
 

@@ -8,13 +8,14 @@ import subprocess
 
 from prometheus_client import CollectorRegistry, generate_latest
 
-from exporters.metrics import METRICS
-from exporters.prometheus import OTHER, LabelCap, PrometheusSink, metric_sum
-from monitor.catalog import Catalog
-from monitor.config import LabelsConfig
-from monitor.model import IndexRef, Latency, TraceEvent, Usage
-from monitor.pipeline import Observation, PipelineStats
-from monitor.signals import AccessFindings, Outcome, RetrievalFinding, StaleFindings, TraceSignals
+from ragmon.exporters.instruments import OTHER, LabelCap, Metrics
+from ragmon.exporters.metrics import METRICS
+from ragmon.exporters.prometheus import PrometheusSink, metric_sum, register_scrape_time
+from ragmon.monitor.config.settings import LabelsConfig
+from ragmon.monitor.core.catalog import Catalog
+from ragmon.monitor.core.model import IndexRef, Latency, TraceEvent, Usage
+from ragmon.monitor.core.pipeline import Observation, PipelineStats
+from ragmon.monitor.core.signals import AccessFindings, Outcome, RetrievalFinding, StaleFindings, TraceSignals
 
 
 def signals(tenant: str, index: str, retriever: str) -> TraceSignals:
@@ -39,7 +40,7 @@ def test_label_cap_keeps_the_allowlist_and_the_first_n():
 def test_a_hundred_thousand_distinct_names_stay_within_the_caps():
     registry = CollectorRegistry()
     labels = LabelsConfig(tenants=["acme"], max_tenants=50, max_indexes=50, max_retrievers=10)
-    sink = PrometheusSink(registry, labels, PipelineStats(), Catalog(), clock=lambda: 0.0)
+    sink = PrometheusSink(Metrics(registry, labels))
     sink.consume(observation(signals("acme", "i-first", "r-first")))
     for i in range(100_000):
         sink.consume(observation(signals(f"tenant-{i}", f"index-{i}", f"retriever-{i}")))
@@ -61,8 +62,9 @@ def test_a_hundred_thousand_distinct_names_stay_within_the_caps():
 
 def test_the_exposition_passes_promtool_and_declares_every_spec_metric():
     registry = CollectorRegistry()
-    sink = PrometheusSink(registry, LabelsConfig(), PipelineStats(), Catalog(), clock=lambda: 0.0,
-                          sample_queue=lambda: {"queued": 3})
+    metrics = Metrics(registry, LabelsConfig())
+    register_scrape_time(metrics, PipelineStats(), Catalog(), clock=lambda: 0.0, sample_queue=lambda: {"queued": 3})
+    sink = PrometheusSink(metrics)
     sink.consume(observation(signals("acme", "policies", "bm25")))
     exposition = generate_latest(registry)
     assert b'ragmon_sample_queue{status="queued"} 3.0' in exposition

@@ -12,7 +12,7 @@ import httpx
 import msgspec
 import pytest
 
-from monitor.simulate import CORRUPTIONS, Incident, Simulator, corrupt
+from ragmon.monitor.app.simulate import CORRUPTIONS, Incident, Simulator, corrupt
 from tests.ragmon_process import RagmonServer
 
 pytestmark = pytest.mark.integration
@@ -174,7 +174,7 @@ def test_rephrases_feedback_latency_tokens_cost(promql, served):
 
 def test_every_dashboard_panel_query_returns_data(promql, served, prometheus):
     """Runs last: it sends a second wave of traffic while Prometheus scrapes, so rates are not flat."""
-    from exporters.dashboard import DASHBOARDS, panel_queries
+    from ragmon.exporters.dashboard import DASHBOARDS, panel_queries
 
     url, _ = served
     simulator = Simulator(seed=22, start=time.time() - 600, rate=10.0)

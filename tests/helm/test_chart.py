@@ -12,10 +12,10 @@ from pathlib import Path
 import pytest
 import yaml
 
-from alerts.render import rule_groups
-from exporters.dashboard import render_dashboards
-from monitor.alerts_config import AlertsConfig
-from monitor.config import Settings
+from ragmon.alerts.render import rule_groups
+from ragmon.exporters.dashboard import render_dashboards
+from ragmon.monitor.config.alerting import AlertsConfig
+from ragmon.monitor.config.settings import Settings
 from tests.services.harness import helm_binary
 
 CHART = Path(__file__).parents[2] / "helm" / "ragmon"

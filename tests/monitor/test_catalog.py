@@ -6,8 +6,8 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from monitor.catalog import MAX_VERSION_HISTORY, Catalog, DocumentState, IndexedState, IndexHealth
-from monitor.model import DocumentEvent, IndexEvent
+from ragmon.monitor.core.catalog import MAX_VERSION_HISTORY, Catalog, DocumentState, IndexedState, IndexHealth
+from ragmon.monitor.core.model import DocumentEvent, IndexEvent
 
 NOW = 1_796_000_000.0
 
@@ -211,7 +211,7 @@ def test_a_deleted_document_removed_from_the_index_is_not_stale():
 
 
 def test_a_deleted_document_is_stale_since_the_oldest_change_the_index_missed():
-    # SPEC §2: staleness = now - modified_at of the oldest un-indexed change. The index holds
+    # docs/signals.md: staleness = now - modified_at of the oldest un-indexed change. The index holds
     # version 3; version 4 (t=100) and then the deletion (t=200) never reached it.
     catalog = Catalog()
     catalog.apply_document(doc(version="3", modified_at=50.0))
@@ -222,7 +222,7 @@ def test_a_deleted_document_is_stale_since_the_oldest_change_the_index_missed():
 
 
 def test_a_document_recreated_after_its_removal_is_stale_until_indexed_again():
-    # SPEC §2: a document an index has indexed at least once is stale there when its newest
+    # docs/signals.md: a document an index has indexed at least once is stale there when its newest
     # source version is not the version indexed there. After the removal (chunks: 0) the source
     # brings the document back as version 4; the index does not hold it.
     catalog = Catalog()

@@ -9,11 +9,11 @@ import msgspec
 import pytest
 from prometheus_client import CollectorRegistry
 
-from monitor.config import load_settings
-from monitor.errors import Retryable
-from monitor.records import RawRecord
-from monitor.store import SchemaOutdated, current_revision, head_revision, make_engine, prepare, upgrade
-from monitor.wiring import build_runtime
+from ragmon.monitor.app.wiring import build_runtime
+from ragmon.monitor.config.settings import load_settings
+from ragmon.monitor.core.errors import Retryable
+from ragmon.monitor.core.records import RawRecord
+from ragmon.monitor.storage.store import SchemaOutdated, current_revision, head_revision, make_engine, prepare, upgrade
 
 NOW = 1_796_000_000.0
 EVENTS = [

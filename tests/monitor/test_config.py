@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from monitor.config import ConfigError, effective_config, load_settings, mask_url
+from ragmon.monitor.config.settings import ConfigError, effective_config, load_settings, mask_url
 
 
 def write(tmp_path: Path, text: str) -> Path:

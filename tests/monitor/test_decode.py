@@ -11,11 +11,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from monitor.config import Limits
-from monitor.decode import Decoder
-from monitor.errors import InvalidInput, Reason
-from monitor.model import DocumentEvent, FeedbackEvent, IndexEvent, TraceEvent
-from monitor.simulate import CORRUPTIONS, Simulator, corrupt
+from ragmon.monitor.app.simulate import CORRUPTIONS, Simulator, corrupt
+from ragmon.monitor.config.pipeline import Limits
+from ragmon.monitor.core.decode import Decoder
+from ragmon.monitor.core.errors import InvalidInput, Reason
+from ragmon.monitor.core.model import DocumentEvent, FeedbackEvent, IndexEvent, TraceEvent
 
 NOW = 1_796_000_000.0  # 2026-11-30T00:53:20Z
 
@@ -258,7 +258,7 @@ def near_limit_traces(draw):
 @settings(max_examples=3000, deadline=None)
 @given(near_limit_traces())
 def test_the_fast_path_accepts_exactly_what_the_thorough_checker_accepts(event):
-    from monitor.decode import _Checker
+    from ragmon.monitor.core.decode import _Checker
 
     limits = Limits(max_id_length=5, max_text_length=10, max_passages_per_list=3, max_retrieval_lists=2,
                     max_clock_skew_seconds=300)

@@ -1,5 +1,5 @@
 """Evaluation metrics: agreement with ir-measures (trec_eval underneath) on thousands of random
-runs, and the rules of SPEC §5 that go beyond document ids (versions, spans, repeats, abstention)."""
+runs, and the rules of docs/sampling.md that go beyond document ids (versions, spans, repeats, abstention)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import ir_measures
 import pytest
 from ir_measures import RR, P, R, Success, nDCG
 
-from monitor.evaluate import (
+from ragmon.monitor.labeling.evaluate import (
     Case,
     Claim,
     LabeledUnit,
@@ -162,7 +162,7 @@ def test_files_load_and_bad_lines_are_named():
 def test_the_eval_command_prints_gates_and_compares(tmp_path):
     from click.testing import CliRunner
 
-    from monitor.cli import main
+    from ragmon.monitor.app.cli import main
 
     cases, runs = cases_and_runs()
     (tmp_path / "cases.jsonl").write_bytes(b"\n".join(msgspec_encode(c) for c in cases))
@@ -196,7 +196,7 @@ def msgspec_encode(value) -> bytes:
 def test_the_eval_command_takes_exactly_one_run_source(tmp_path):
     from click.testing import CliRunner
 
-    from monitor.cli import main
+    from ragmon.monitor.app.cli import main
 
     (tmp_path / "cases.jsonl").write_text('{"id": "q1", "relevant": [{"doc_id": "d1"}]}\n')
     (tmp_path / "run.jsonl").write_text('{"case_id": "q1", "retrieved": [{"id": "d1"}]}\n')

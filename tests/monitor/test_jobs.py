@@ -13,18 +13,19 @@ import msgspec
 import pytest
 from prometheus_client import CollectorRegistry
 
-from alerts.dispatch import AlertDispatcher
-from alerts.notifiers import WebhookNotifier
-from alerts.state import AlertBook
-from exporters.prometheus import metric_sum
-from monitor.config import load_settings
-from monitor.jobs import CANARY_PROBES, RETENTION, STALENESS_SCAN, WEEKLY_PULL, Jobs, previous_week_of
-from monitor.leader import FileLock, leader_lock
-from monitor.records import RawRecord
-from monitor.sample_store import NewSample, SampleStore
-from monitor.scheduler import build_scheduler, triggers
-from monitor.scheduler_config import ProbeConfig, SchedulerConfig
-from monitor.wiring import build_jobs, build_runtime
+from ragmon.alerts.dispatch import AlertDispatcher
+from ragmon.alerts.notifiers import WebhookNotifier
+from ragmon.alerts.state import AlertBook
+from ragmon.exporters.prometheus import metric_sum
+from ragmon.monitor.app.jobs import CANARY_PROBES, RETENTION, STALENESS_SCAN, WEEKLY_PULL
+from ragmon.monitor.app.leader import FileLock, leader_lock
+from ragmon.monitor.app.scheduler import build_scheduler, triggers
+from ragmon.monitor.app.wiring import build_jobs, build_runtime
+from ragmon.monitor.config.scheduling import ProbeConfig, SchedulerConfig
+from ragmon.monitor.config.settings import load_settings
+from ragmon.monitor.core.records import RawRecord
+from ragmon.monitor.labeling.sample_store import NewSample, SampleStore
+from ragmon.monitor.labeling.weeks import previous_week_of
 
 BERLIN = ZoneInfo("Europe/Berlin")
 
@@ -70,8 +71,8 @@ def test_the_weekly_pull_writes_last_weeks_batch_and_counts_its_run(tmp_path, ca
     runtime = runtime_for(tmp_path, clock)
     runtime.samples.upsert([sample("t1", "2026-W48", clock.now - 86400), sample("t2", "2026-W48", clock.now - 2e5),
                             sample("t3", "2026-W49", clock.now)])
-    with caplog.at_level(logging.INFO, logger="monitor.jobs"):
-        assert Jobs(runtime, clock).run(WEEKLY_PULL)
+    with caplog.at_level(logging.INFO, logger="ragmon.monitor.app.jobs"):
+        assert build_jobs(runtime).run(WEEKLY_PULL)
     cases = (tmp_path / "batches" / "2026-W48" / "cases.jsonl").read_text().splitlines()
     assert sorted(json.loads(line)["id"] for line in cases) == ["t1", "t2"]
     assert runtime.samples.counts_by_status() == {"exported": 2, "queued": 1}
@@ -92,8 +93,8 @@ def test_a_failing_job_is_logged_and_counted_and_does_not_raise(tmp_path, caplog
     clock = Clock(datetime(2026, 11, 30, 3, tzinfo=BERLIN))
     runtime = runtime_for(tmp_path, clock)
     (tmp_path / "batches").write_text("a file where a directory must go")
-    with caplog.at_level(logging.ERROR, logger="monitor.jobs"):
-        assert not Jobs(runtime, clock).run(WEEKLY_PULL)
+    with caplog.at_level(logging.ERROR, logger="ragmon.monitor.app.jobs"):
+        assert not build_jobs(runtime).run(WEEKLY_PULL)
     assert "job weekly-pull failed" in caplog.text
     assert metric_sum(runtime.registry, "ragmon_job_runs_total", job=WEEKLY_PULL, outcome="failed") == 1
     assert metric_sum(runtime.registry, "ragmon_job_last_success_timestamp_seconds", job=WEEKLY_PULL) == 0
@@ -117,13 +118,13 @@ def test_retention_deletes_old_unlabeled_samples_and_old_dead_letters(tmp_path):
     clock.now = real - 86400
     runtime.pipeline.process([RawRecord("file", b"[also broken")])
     clock.now = real
-    assert Jobs(runtime, clock).run(RETENTION)
+    assert build_jobs(runtime).run(RETENTION)
     assert sorted(s.trace_id for s in runtime.samples.find()) == ["new", "old-exported", "old-labeled"]
     lines = [json.loads(line) for line in letters.path.read_text().splitlines()]
     assert len(lines) == 1 and lines[0]["reason"]
     with letters.path.open("ab") as handle:
         handle.write(b'{"torn write\n')  # an unreadable line is kept, and retention still works
-    assert Jobs(runtime, clock).run(RETENTION)
+    assert build_jobs(runtime).run(RETENTION)
     assert letters.path.read_bytes().endswith(b'{"torn write\n')
     runtime.pipeline.process([RawRecord("file", b"{after the prune")])  # the sink still appends afterwards
     assert len(letters.path.read_text().splitlines()) == 3
@@ -145,7 +146,7 @@ def test_the_staleness_scan_raises_and_resolves_the_pushed_alert(tmp_path):
     runtime = runtime_for(tmp_path, clock)
     hook = with_push(runtime, clock)
     runtime.pipeline.process([RawRecord("file", e) for e in catalog_events(clock.now, "v1")])
-    jobs = Jobs(runtime, clock)
+    jobs = build_jobs(runtime)
     assert jobs.run(STALENESS_SCAN)
     runtime.alerts.run_once()
     [alert] = hook.bodies[-1]["alerts"]
@@ -219,7 +220,7 @@ def test_probes_find_the_leak_the_miss_and_the_error_into_metrics_and_alerts(tmp
 def test_probe_config_is_checked():
     with pytest.raises(ValueError, match="letters, digits"):
         ProbeConfig(name="has spaces", query="q", identity={"id": "a"})
-    from monitor.config import ConfigError
+    from ragmon.monitor.config.settings import ConfigError
     with pytest.raises(ConfigError, match="neither url nor callable"):
         load_settings(environ={"RAGMON_PROBES__PROBES": json.dumps(PROBES[:1])})
     with pytest.raises(ConfigError, match="weekly_pull_day"):
@@ -241,7 +242,7 @@ def test_triggers_fire_at_the_configured_times_and_the_jobs_coalesce(tmp_path):
     assert CANARY_PROBES not in triggers(config, probes=False)
     clock = Clock(wednesday)
     runtime = runtime_for(tmp_path, clock)
-    scheduler = build_scheduler(config, Jobs(runtime, clock), probes=True)
+    scheduler = build_scheduler(config, build_jobs(runtime), probes=True)
     scheduler.start(paused=True)  # job defaults apply once started; paused: nothing runs
     try:
         jobs = {job.id: job for job in scheduler.get_jobs()}

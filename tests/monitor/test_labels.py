@@ -7,11 +7,11 @@ import json
 
 import pytest
 
-from exporters.labeling import TaskProblem, labeled_case
-from monitor.evaluate import Case, Origin
-from monitor.labels import append_cases, dataset_ids, filled_case, read_labeled
-from monitor.production_runs import production_run, run_entry
-from monitor.signals.outcome import compile_refusals
+from ragmon.monitor.core.signals.outcome import compile_refusals
+from ragmon.monitor.labeling.batch import TaskProblem, labeled_case
+from ragmon.monitor.labeling.evaluate import Case, Origin
+from ragmon.monitor.labeling.labels import append_cases, dataset_ids, filled_case, read_labeled
+from ragmon.monitor.labeling.production_runs import production_run, run_entry
 
 PASSAGES = [{"idx": 0, "id": "c1", "doc_id": "d1", "doc_version": "v1", "span": [0, 40], "text": "a"},
             {"idx": 1, "id": "c2", "doc_id": None, "doc_version": None, "span": None, "text": "b"}]

@@ -6,12 +6,12 @@ import json
 
 import pytest
 
-from monitor.config import Limits
-from monitor.decode import Decoder
-from monitor.errors import Reason, Retryable
-from monitor.memory import MemoryDeadLetters, MemorySink
-from monitor.pipeline import Pipeline
-from monitor.records import RawRecord
+from ragmon.monitor.config.pipeline import Limits
+from ragmon.monitor.core.decode import Decoder
+from ragmon.monitor.core.errors import Reason, Retryable
+from ragmon.monitor.core.memory import MemoryDeadLetters, MemorySink
+from ragmon.monitor.core.pipeline import Pipeline, Stages
+from ragmon.monitor.core.records import RawRecord
 
 NOW = 1_796_000_000.0
 GOOD = json.dumps({"type": "trace", "trace_id": "t1", "time": NOW - 5, "query": "q",
@@ -99,26 +99,46 @@ def test_a_dead_letter_sink_that_cannot_store_fails_the_batch():
     assert len(metrics.observations) == 1
 
 
-def test_a_retried_batch_reuses_the_signals_of_its_refused_attempt():
-    """The signals keep state (score baselines, rephrase memory): a retried batch must neither
-    feed them its traces twice nor be judged differently the second time."""
+def test_a_retried_batch_reuses_the_signals_and_decisions_of_its_refused_attempt():
+    """The signals and the sampling decision keep state (score baselines, rephrase memory, weekly
+    quota): a retried batch must neither feed them its traces and feedback twice nor be judged
+    differently the second time."""
     calls: list[str] = []
+    decisions: list[str] = []
 
     def analyze(event):
-        calls.append(getattr(event, "trace_id", ""))
+        calls.append(type(event).__name__)
         return f"signals of attempt {len(calls)}"
 
+    def decide(event, signals, data):
+        decisions.append(type(event).__name__)
+        return f"decision {len(decisions)}"
+
     store, metrics, dlq = MemorySink("store", durable=True), MemorySink("metrics"), MemoryDeadLetters()
-    pipeline = Pipeline(Decoder(Limits(), lambda: NOW), [store, metrics], dlq, clock=lambda: NOW, analyze=analyze)
+    pipeline = Pipeline(Decoder(Limits(), lambda: NOW), [store, metrics], dlq, clock=lambda: NOW,
+                        stages=Stages(analyze=analyze, decide=decide))
     store.fail_with = Retryable("database down")
     with pytest.raises(Retryable):
         pipeline.process(records(GOOD, FEEDBACK))
     store.fail_with = None
     pipeline.process(records(GOOD, FEEDBACK))
-    assert calls == ["t1", "t1", "t1"]  # the trace analyzed once; feedback (stateless) each time
-    assert [o.signals for o in metrics.observations] == ["signals of attempt 1", "signals of attempt 3"]
-    pipeline.process(records(GOOD))  # a batch after a success is analyzed afresh
-    assert len(calls) == 4
+    assert calls == decisions == ["TraceEvent", "FeedbackEvent"]  # each judged once
+    assert [(o.signals, o.sampling) for o in metrics.observations] == [
+        ("signals of attempt 1", "decision 1"), ("signals of attempt 2", "decision 2")]
+    pipeline.process(records(GOOD))  # a batch after a success is judged afresh
+    assert len(calls) == len(decisions) == 3
+
+
+def test_the_stages_run_in_order_on_each_event():
+    seen: list[tuple[str, str]] = []
+    stages = Stages(update_catalog=lambda e: seen.append(("catalog", type(e).__name__)),
+                    analyze=lambda e: seen.append(("signals", type(e).__name__)),
+                    decide=lambda e, signals, data: seen.append(("sampling", type(e).__name__)))
+    pipeline = Pipeline(Decoder(Limits(), lambda: NOW), [MemorySink()], MemoryDeadLetters(), clock=lambda: NOW,
+                        stages=stages)
+    pipeline.process(records(GOOD, FEEDBACK))
+    assert seen == [(stage, kind) for kind in ("TraceEvent", "FeedbackEvent")
+                    for stage in ("catalog", "signals", "sampling")]
 
 
 def test_a_sink_that_cannot_flush_fails_the_batch():

@@ -3,16 +3,18 @@ pseudonyms, operator patterns, whole trace events, and stability on arbitrary te
 
 from __future__ import annotations
 
+import itertools
 import json
 import time
 from pathlib import Path
 
+import msgspec
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from pydantic import ValidationError
 
-from monitor.redact import RedactionConfig, Redactor
+from ragmon.monitor.labeling.redact import RedactionConfig, Redactor
 
 KEY = "0123456789abcdef-test-key"
 CORPUS = [json.loads(line) for line in (Path(__file__).parent / "redaction_corpus.jsonl").read_text().splitlines()]
@@ -217,3 +219,32 @@ def test_adversarial_text_of_the_largest_allowed_size_is_redacted_quickly():
     for text in texts:
         REDACTOR.redact(text)
     assert time.perf_counter() - started < 5
+
+
+def test_the_typed_trace_is_redacted_exactly_as_its_json():
+    """The sampler redacts the decoded struct (``redact_event``); the JSON-shaped reference
+    (``redact_trace``) must give the same, on simulated traffic with the corpus planted in every text."""
+    from ragmon.monitor.app.simulate import Simulator
+    from ragmon.monitor.config.pipeline import Limits
+    from ragmon.monitor.core.decode import Decoder
+    from ragmon.monitor.core.model import TraceEvent
+
+    decoder = Decoder(Limits(), lambda: time.time())
+    texts = itertools.cycle([case["text"] for case in CORPUS])
+    simulator = Simulator(seed=5, start=time.time() - 86400, rate=5.0)
+    compared = 0
+    for event in simulator.traffic(300):
+        if event.get("type") != "trace":
+            continue
+        event["query"] = next(texts)
+        if event.get("answer"):
+            event["answer"]["text"] = next(texts)
+        for passage in [p for r in event.get("retrievals", []) for p in r["passages"]] + (event.get("context") or []):
+            passage["text"] = next(texts)
+            passage["acl"] = [*passage.get("acl", []), "user:u-77"]
+        trace = decoder.decode(json.dumps(event).encode())
+        assert isinstance(trace, TraceEvent)
+        typed = REDACTOR.redact_event(trace)
+        assert typed == REDACTOR.redact_trace(msgspec.to_builtins(trace))
+        compared += 1
+    assert compared > 200

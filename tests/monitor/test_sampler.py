@@ -10,13 +10,13 @@ from collections import Counter
 import msgspec
 from prometheus_client import CollectorRegistry
 
-from exporters.prometheus import metric_sum
-from monitor.config import load_settings
-from monitor.records import RawRecord
-from monitor.sample_store import SampleStore
-from monitor.simulate import Incident, Simulator
-from monitor.store import make_engine
-from monitor.wiring import build_runtime
+from ragmon.exporters.prometheus import metric_sum
+from ragmon.monitor.app.simulate import Incident, Simulator
+from ragmon.monitor.app.wiring import build_runtime
+from ragmon.monitor.config.settings import load_settings
+from ragmon.monitor.core.records import RawRecord
+from ragmon.monitor.labeling.sample_store import SampleStore
+from ragmon.monitor.storage.store import make_engine
 
 
 def runtime_for(tmp_path, **env):
@@ -100,7 +100,7 @@ def test_personal_data_is_gone_before_the_sample_is_stored(tmp_path):
 def test_samples_list_and_stats_commands(tmp_path):
     from click.testing import CliRunner
 
-    from monitor.cli import main
+    from ragmon.monitor.app.cli import main
 
     events, _ = traffic(traces=1500)
     runtime = runtime_for(tmp_path)
@@ -125,7 +125,7 @@ def test_samples_list_and_stats_commands(tmp_path):
 def test_the_weekly_pull_writes_the_same_batch_twice_and_only_the_tenants(tmp_path):
     from click.testing import CliRunner
 
-    from monitor.cli import main
+    from ragmon.monitor.app.cli import main
 
     events, _ = traffic(traces=2000)
     pii = {"type": "trace", "trace_id": "t-pii", "time": time.time() - 3600, "tenant": "globex",

@@ -10,27 +10,9 @@ from datetime import UTC, datetime
 import pytest
 from pydantic import ValidationError
 
-from monitor.config import Settings
-from monitor.model import IndexRef, TraceEvent
-from monitor.sampling import (
-    DEFAULT_RATES,
-    DropReason,
-    SamplingConfig,
-    SeedRow,
-    Stratum,
-    WeeklyQuota,
-    decide,
-    iso_week,
-    late_strata_from,
-    previous_week,
-    question_fingerprint,
-    selected,
-    split_of,
-    strata_of,
-    unit_hash,
-    week_monday,
-)
-from monitor.signals import (
+from ragmon.monitor.config.settings import Settings
+from ragmon.monitor.core.model import IndexRef, TraceEvent
+from ragmon.monitor.core.signals import (
     AccessFindings,
     FeedbackSignals,
     IndexSignals,
@@ -40,6 +22,22 @@ from monitor.signals import (
     TraceRef,
     TraceSignals,
 )
+from ragmon.monitor.labeling.sampling import (
+    DEFAULT_RATES,
+    DropReason,
+    SamplingConfig,
+    SeedRow,
+    Stratum,
+    WeeklyQuota,
+    decide,
+    late_strata_from,
+    question_fingerprint,
+    selected,
+    split_of,
+    strata_of,
+    unit_hash,
+)
+from ragmon.monitor.labeling.weeks import iso_week, previous_week, week_monday
 
 NOW = 1_796_000_000.0
 TRACE = TraceEvent(trace_id="t1", time=NOW, query="How many vacation days carry over?", index=IndexRef("policies"))

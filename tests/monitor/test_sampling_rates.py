@@ -11,11 +11,11 @@ import time
 import msgspec
 from prometheus_client import CollectorRegistry
 
-from monitor.config import load_settings
-from monitor.records import RawRecord
-from monitor.sample_store import SampleStore
-from monitor.sampling import DEFAULT_RATES, SamplingConfig, decide
-from monitor.wiring import build_runtime
+from ragmon.monitor.app.wiring import build_runtime
+from ragmon.monitor.config.settings import load_settings
+from ragmon.monitor.core.records import RawRecord
+from ragmon.monitor.labeling.sample_store import SampleStore
+from ragmon.monitor.labeling.sampling import DEFAULT_RATES, SamplingConfig, decide
 
 TRACES = 100_000
 # trace i belongs to a stratum when i % modulus == residue (besides random, which every trace is in)

@@ -229,7 +229,7 @@ class Kafka(Service):
         commit or offset listing."""
         from kafka import KafkaAdminClient
 
-        from collectors.kafka_calls import kafka_call
+        from ragmon.collectors.kafka_calls import kafka_call
 
         def answers() -> bool:
             admin = KafkaAdminClient(bootstrap_servers=self.bootstrap_servers, request_timeout_ms=3000)

@@ -16,7 +16,7 @@ def test_kafka_produces_and_consumes(kafka):
     from kafka import KafkaConsumer, KafkaProducer
     from kafka.admin import KafkaAdminClient, NewTopic
 
-    from collectors.kafka_calls import kafka_call
+    from ragmon.collectors.kafka_calls import kafka_call
 
     topic = f"smoke-{uuid.uuid4().hex[:8]}"
 

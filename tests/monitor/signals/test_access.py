@@ -6,10 +6,10 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from monitor.catalog import Catalog
-from monitor.model import Caller, DocumentEvent, IndexRef, Passage, Retrieval, TraceEvent
-from monitor.signals.access import caller_principals, permission_violations
-from monitor.signals.results import MAX_IDS, AccessFindings
+from ragmon.monitor.core.catalog import Catalog
+from ragmon.monitor.core.model import Caller, DocumentEvent, IndexRef, Passage, Retrieval, TraceEvent
+from ragmon.monitor.core.signals.access import caller_principals, permission_violations
+from ragmon.monitor.core.signals.results import MAX_IDS, AccessFindings
 
 NOW = 1_796_000_000.0
 
@@ -216,7 +216,7 @@ def test_a_leak_shown_only_by_the_context_copy_is_counted_at_both_stages():
 
 
 def test_the_documents_that_reached_the_model_are_named_apart_from_the_filtered_ones():
-    from monitor.model import Caller, IndexRef, Passage, Retrieval, TraceEvent
+    from ragmon.monitor.core.model import Caller, IndexRef, Passage, Retrieval, TraceEvent
 
     secret = lambda pid, doc: Passage(id=pid, doc_id=doc, acl=["group:hr"])  # noqa: E731
     trace = TraceEvent(trace_id="t", time=1.0, query="q", index=IndexRef("kb"), caller=Caller("u", ["staff"]),

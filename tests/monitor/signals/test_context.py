@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from monitor.model import Answer, IndexRef, Passage, Retrieval, TraceEvent
-from monitor.signals.context import duplicate_slots, mixed_embeddings, unsupported_citations
+from ragmon.monitor.core.model import Answer, IndexRef, Passage, Retrieval, TraceEvent
+from ragmon.monitor.core.signals.context import duplicate_slots, mixed_embeddings, unsupported_citations
 
 NOW = 1_796_000_000.0
 

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import json
 
-from monitor.catalog import Catalog, IndexHealth
-from monitor.config import Limits, SignalsConfig
-from monitor.decode import Decoder
-from monitor.model import (
+from ragmon.monitor.config.pipeline import Limits, SignalsConfig
+from ragmon.monitor.core.catalog import Catalog, IndexHealth
+from ragmon.monitor.core.decode import Decoder
+from ragmon.monitor.core.model import (
     Answer,
     Caller,
     DocumentEvent,
@@ -21,7 +21,7 @@ from monitor.model import (
     TraceEvent,
     Usage,
 )
-from monitor.signals import (
+from ragmon.monitor.core.signals import (
     AccessFindings,
     FeedbackSignals,
     IndexSignals,
@@ -36,6 +36,12 @@ from monitor.signals import (
 NOW = 1_796_000_000.0
 QUESTION = "How many vacation days carry over?"
 E5 = "e5@2"
+
+
+def staged(signals: SignalEngine, event):
+    """The catalog stage, then the signals: the order the pipeline runs them in."""
+    signals.catalog.apply(event)
+    return signals.observe(event)
 
 
 def engine(**config) -> SignalEngine:
@@ -81,9 +87,9 @@ FULL_TRACE = {
 
 def test_a_decoded_trace_yields_every_signal():
     signals = engine(low_score_thresholds={"policies": {"vector": 0.9}})
-    signals.observe(decode({"type": "document", "doc_id": "leave", "tenant": "acme", "version": "2026-4",
+    staged(signals, decode({"type": "document", "doc_id": "leave", "tenant": "acme", "version": "2026-4",
                             "modified_at": "2026-11-25T09:00:00Z", "acl": ["group:staff"]}))
-    result = signals.observe(decode(FULL_TRACE))
+    result = staged(signals, decode(FULL_TRACE))
     assert result == TraceSignals(
         tenant="acme", index="policies", has_caller=True, outcome=Outcome.ANSWERED,
         access=AccessFindings(candidates=1, context=1, unknown_acl=2, doc_ids=["pay"]),
@@ -99,7 +105,7 @@ def test_a_decoded_trace_yields_every_signal():
 
 
 def test_a_minimal_trace_without_answer_is_unknown_with_empty_findings():
-    result = engine().observe(decode({"type": "trace", "trace_id": "t", "time": NOW, "query": "",
+    result = staged(engine(), decode({"type": "trace", "trace_id": "t", "time": NOW, "query": "",
                                       "index": {"name": "i"}}))
     assert result == TraceSignals(
         tenant="default", index="i", has_caller=False, outcome=Outcome.UNKNOWN, access=AccessFindings(),
@@ -115,37 +121,40 @@ def test_the_outcome_uses_the_configured_refusal_patterns():
     context = [Passage("a")]
     refusal_en = make_trace(answer=Answer("I don't know."), context=context)
     refusal_de = make_trace(trace_id="t2", answer=Answer("Dazu gibt es keine Antwort."), context=context)
-    assert [default.observe(t).outcome for t in (refusal_en, refusal_de)] == [Outcome.ABSTAINED, Outcome.ANSWERED]
-    assert [custom.observe(t).outcome for t in (refusal_en, refusal_de)] == [Outcome.ANSWERED, Outcome.ABSTAINED]
+    assert [staged(default, t).outcome for t in (refusal_en, refusal_de)] == [Outcome.ABSTAINED, Outcome.ANSWERED]
+    assert [staged(custom, t).outcome for t in (refusal_en, refusal_de)] == [Outcome.ANSWERED, Outcome.ABSTAINED]
 
 
 def test_an_empty_context_answer_is_empty_context():
     trace = make_trace(retrievals=[("vector", [Passage("a", score=0.9)])], context=[], answer=Answer("Five days."))
-    assert engine().observe(trace).outcome is Outcome.EMPTY_CONTEXT
+    assert staged(engine(), trace).outcome is Outcome.EMPTY_CONTEXT
 
 
 # --- catalog events --------------------------------------------------------------------------------
 
 
-def test_a_document_event_updates_the_catalog_and_yields_no_signals():
+def test_the_signals_read_the_catalog_and_the_catalog_stage_writes_it():
     signals = engine()
     event = DocumentEvent(doc_id="leave", version="4", modified_at=NOW - 100, tenant="acme", acl=["group:hr"])
-    assert signals.observe(event) is None
+    index = IndexEvent(index="policies", doc_id="leave", version="4", indexed_at=NOW - 40)
+    assert signals.observe(event) is None and signals.observe(index) == IndexSignals("policies", None)
+    assert signals.catalog.documents == {} and signals.catalog.indexed == {}  # the signals changed nothing
+    assert staged(signals, event) is None
     state = signals.catalog.document("leave")
     assert state is not None and (state.version, state.acl) == ("4", ("group:hr",))
 
 
 def test_an_index_event_yields_the_index_lag():
     signals = engine()
-    signals.observe(DocumentEvent(doc_id="leave", version="4", modified_at=NOW - 100))
-    result = signals.observe(IndexEvent(index="policies", doc_id="leave", version="4", indexed_at=NOW - 40,
+    staged(signals, DocumentEvent(doc_id="leave", version="4", modified_at=NOW - 100))
+    result = staged(signals, IndexEvent(index="policies", doc_id="leave", version="4", indexed_at=NOW - 40,
                                         embedding_model="e5@2", chunks=14))
     assert result == IndexSignals("policies", 60.0)
     assert signals.catalog.health(NOW) == {"policies": IndexHealth(0, 0.0, 1)}
 
 
 def test_an_index_event_for_an_unknown_document_has_no_lag():
-    result = engine().observe(IndexEvent(index="policies", doc_id="ghost", version="1", indexed_at=NOW))
+    result = staged(engine(), IndexEvent(index="policies", doc_id="ghost", version="1", indexed_at=NOW))
     assert result == IndexSignals("policies", None)
 
 
@@ -153,17 +162,17 @@ def test_catalog_events_change_later_trace_signals():
     signals = engine()
     passage = Passage("leave#4", doc_id="leave", doc_version="3", acl=["group:staff"])
     trace = make_trace(retrievals=[("vector", [passage])])
-    first = signals.observe(trace)
+    first = staged(signals, trace)
     assert (first.access, first.stale) == (AccessFindings(0, 0, 0, []), StaleFindings(0, 0, []))
-    signals.observe(DocumentEvent(doc_id="leave", version="4", modified_at=NOW, tenant="acme", acl=["group:hr"]))
-    second = signals.observe(make_trace(trace_id="t2", retrievals=[("vector", [passage])]))
+    staged(signals, DocumentEvent(doc_id="leave", version="4", modified_at=NOW, tenant="acme", acl=["group:hr"]))
+    second = staged(signals, make_trace(trace_id="t2", retrievals=[("vector", [passage])]))
     assert (second.access, second.stale) == (AccessFindings(1, 1, 0, ["leave"]), StaleFindings(1, 1, ["leave"]))
 
 
 def test_a_document_of_another_tenant_is_a_violation_through_the_engine():
     signals = engine()
-    signals.observe(DocumentEvent(doc_id="plan", version="1", modified_at=NOW, tenant="globex", acl=["*"]))
-    result = signals.observe(make_trace(retrievals=[("vector", [Passage("plan#1", doc_id="plan", acl=["*"])])]))
+    staged(signals, DocumentEvent(doc_id="plan", version="1", modified_at=NOW, tenant="globex", acl=["*"]))
+    result = staged(signals, make_trace(retrievals=[("vector", [Passage("plan#1", doc_id="plan", acl=["*"])])]))
     assert result.access == AccessFindings(1, 1, 0, ["plan"])
 
 
@@ -172,24 +181,24 @@ def test_a_document_of_another_tenant_is_a_violation_through_the_engine():
 
 def test_feedback_is_joined_to_its_recent_trace():
     signals = engine()
-    signals.observe(make_trace(trace_id="t1", tenant="acme"))
-    result = signals.observe(FeedbackEvent(trace_id="t1", kind="thumb", value="down"))
+    staged(signals, make_trace(trace_id="t1", tenant="acme"))
+    result = staged(signals, FeedbackEvent(trace_id="t1", kind="thumb", value="down"))
     assert result == FeedbackSignals(TraceRef("t1", "acme", "policies", NOW), "thumb", "down")
 
 
 def test_feedback_for_an_unknown_trace_has_no_trace():
-    result = engine().observe(FeedbackEvent(trace_id="nope", kind="escalation"))
+    result = staged(engine(), FeedbackEvent(trace_id="nope", kind="escalation"))
     assert result == FeedbackSignals(None, "escalation", None)
 
 
 def test_feedback_for_an_evicted_trace_has_no_trace():
     signals = engine(recent_traces=2)
     for trace_id in ("t1", "t2", "t3"):
-        signals.observe(make_trace(trace_id=trace_id, caller=None))
+        staged(signals, make_trace(trace_id=trace_id, caller=None))
     assert signals.recent.evicted == 1
-    assert signals.observe(FeedbackEvent(trace_id="t1", kind="thumb", value="up")) == FeedbackSignals(
+    assert staged(signals, FeedbackEvent(trace_id="t1", kind="thumb", value="up")) == FeedbackSignals(
         None, "thumb", "up")
-    assert signals.observe(FeedbackEvent(trace_id="t3", kind="copy")) == FeedbackSignals(
+    assert staged(signals, FeedbackEvent(trace_id="t3", kind="copy")) == FeedbackSignals(
         TraceRef("t3", "acme", "policies", NOW), "copy", None)
 
 
@@ -198,58 +207,58 @@ def test_feedback_for_an_evicted_trace_has_no_trace():
 
 def test_the_same_caller_asking_again_soon_is_a_rephrase():
     signals = engine()
-    assert signals.observe(make_trace(trace_id="t1")).rephrase_of is None
-    result = signals.observe(make_trace(trace_id="t2", time=NOW + 60, query="how many vacation days carry over"))
+    assert staged(signals, make_trace(trace_id="t1")).rephrase_of is None
+    result = staged(signals, make_trace(trace_id="t2", time=NOW + 60, query="how many vacation days carry over"))
     assert result.rephrase_of == TraceRef("t1", "acme", "policies", NOW)
 
 
 def test_asking_again_after_the_window_is_not_a_rephrase():
     signals = engine()
-    signals.observe(make_trace(trace_id="t1"))
-    assert signals.observe(make_trace(trace_id="t2", time=NOW + 121)).rephrase_of is None
+    staged(signals, make_trace(trace_id="t1"))
+    assert staged(signals, make_trace(trace_id="t2", time=NOW + 121)).rephrase_of is None
 
 
 def test_the_rephrase_window_and_similarity_are_configurable():
     signals = engine(rephrase_window_seconds=300.0, rephrase_min_jaccard=1.0)
-    signals.observe(make_trace(trace_id="t1"))
-    assert signals.observe(make_trace(trace_id="t2", time=NOW + 200)).rephrase_of == TraceRef(
+    staged(signals, make_trace(trace_id="t1"))
+    assert staged(signals, make_trace(trace_id="t2", time=NOW + 200)).rephrase_of == TraceRef(
         "t1", "acme", "policies", NOW)
-    assert signals.observe(make_trace(trace_id="t3", time=NOW + 210, query=QUESTION + " now")).rephrase_of is None
+    assert staged(signals, make_trace(trace_id="t3", time=NOW + 210, query=QUESTION + " now")).rephrase_of is None
 
 
 def test_another_caller_or_another_tenant_is_not_a_rephrase():
     signals = engine()
-    signals.observe(make_trace(trace_id="t1", caller="u-1", tenant="acme"))
-    assert signals.observe(make_trace(trace_id="t2", time=NOW + 5, caller="u-2")).rephrase_of is None
-    assert signals.observe(make_trace(trace_id="t3", time=NOW + 5, tenant="globex")).rephrase_of is None
+    staged(signals, make_trace(trace_id="t1", caller="u-1", tenant="acme"))
+    assert staged(signals, make_trace(trace_id="t2", time=NOW + 5, caller="u-2")).rephrase_of is None
+    assert staged(signals, make_trace(trace_id="t3", time=NOW + 5, tenant="globex")).rephrase_of is None
 
 
 def test_a_redelivered_trace_is_not_a_rephrase():
     signals = engine()
-    signals.observe(make_trace(trace_id="t1"))
-    assert signals.observe(make_trace(trace_id="t1")).rephrase_of is None
+    staged(signals, make_trace(trace_id="t1"))
+    assert staged(signals, make_trace(trace_id="t1")).rephrase_of is None
 
 
 def test_without_caller_id_the_conversation_identifies_the_asker():
     signals = engine()
-    signals.observe(make_trace(trace_id="t1", caller=None, conversation_id="c-77"))
-    result = signals.observe(make_trace(trace_id="t2", time=NOW + 10, caller=None, conversation_id="c-77"))
+    staged(signals, make_trace(trace_id="t1", caller=None, conversation_id="c-77"))
+    result = staged(signals, make_trace(trace_id="t2", time=NOW + 10, caller=None, conversation_id="c-77"))
     assert result.rephrase_of == TraceRef("t1", "acme", "policies", NOW)
-    other = signals.observe(make_trace(trace_id="t3", time=NOW + 10, caller=None, conversation_id="c-78"))
+    other = staged(signals, make_trace(trace_id="t3", time=NOW + 10, caller=None, conversation_id="c-78"))
     assert other.rephrase_of is None
 
 
 def test_without_caller_or_conversation_there_is_no_rephrase():
     signals = engine()
-    signals.observe(make_trace(trace_id="t1", caller=None))
-    assert signals.observe(make_trace(trace_id="t2", time=NOW + 1, caller=None)).rephrase_of is None
+    staged(signals, make_trace(trace_id="t1", caller=None))
+    assert staged(signals, make_trace(trace_id="t2", time=NOW + 1, caller=None)).rephrase_of is None
 
 
 def test_rephrase_callers_are_bounded():
     signals = engine(rephrase_callers=1)
-    signals.observe(make_trace(trace_id="a1", caller="a"))
-    signals.observe(make_trace(trace_id="b1", caller="b"))  # a is forgotten
-    assert signals.observe(make_trace(trace_id="a2", time=NOW + 1, caller="a")).rephrase_of is None
+    staged(signals, make_trace(trace_id="a1", caller="a"))
+    staged(signals, make_trace(trace_id="b1", caller="b"))  # a is forgotten
+    assert staged(signals, make_trace(trace_id="a2", time=NOW + 1, caller="a")).rephrase_of is None
 
 
 # --- scores ----------------------------------------------------------------------------------------
@@ -259,14 +268,14 @@ def test_low_score_uses_the_trailing_percentile_after_min_samples():
     signals = engine(low_score_min_samples=20, low_score_percentile=10.0)
     for i in range(20):
         trace = make_trace(trace_id=f"w{i}", caller=None, retrievals=[("vector", [Passage("a", score=0.5 + i / 100)])])
-        assert signals.observe(trace).low_score is False
+        assert staged(signals, trace).low_score is False
     assert signals.baselines.threshold(("policies", "vector")) == 0.51  # sorted[int(0.1 * 19)]
     low = make_trace(trace_id="x1", caller=None, retrievals=[("vector", [Passage("a", score=0.505)])])
     fine = make_trace(trace_id="x2", caller=None, retrievals=[("vector", [Passage("a", score=0.51)])])
-    assert (signals.observe(low).low_score, signals.observe(fine).low_score) == (True, False)
+    assert (staged(signals, low).low_score, staged(signals, fine).low_score) == (True, False)
 
 
 def test_custom_keyword_retrievers_mark_the_empty_keyword_side():
     trace = make_trace(retrievals=[("bm25", []), ("vector", [Passage("a", score=0.9)])])
-    assert engine().observe(trace).empty_keyword_side is True
+    assert staged(engine(), trace).empty_keyword_side is True
     assert engine(keyword_retrievers=["elastic"]).observe(trace).empty_keyword_side is False

@@ -3,10 +3,10 @@ distinct passage ids per stage."""
 
 from __future__ import annotations
 
-from monitor.catalog import Catalog
-from monitor.model import DocumentEvent, IndexRef, Passage, Retrieval, TraceEvent
-from monitor.signals.freshness import is_stale, stale_passages
-from monitor.signals.results import MAX_IDS, StaleFindings
+from ragmon.monitor.core.catalog import Catalog
+from ragmon.monitor.core.model import DocumentEvent, IndexRef, Passage, Retrieval, TraceEvent
+from ragmon.monitor.core.signals.freshness import is_stale, stale_passages
+from ragmon.monitor.core.signals.results import MAX_IDS, StaleFindings
 
 NOW = 1_796_000_000.0
 DAY = 86_400.0

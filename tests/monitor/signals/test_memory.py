@@ -5,8 +5,8 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from monitor.signals.memory import MAX_TOKENS, RecentTraces, RephraseDetector, jaccard, question_tokens
-from monitor.signals.results import TraceRef
+from ragmon.monitor.core.signals.memory import MAX_TOKENS, RecentTraces, RephraseDetector, jaccard, question_tokens
+from ragmon.monitor.core.signals.results import TraceRef
 
 NOW = 1_796_000_000.0
 QUESTION = "How many vacation days carry over?"

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import pytest
 
-from monitor.config import DEFAULT_REFUSALS, SignalsConfig
-from monitor.model import Answer, IndexRef, Passage, Retrieval, TraceEvent
-from monitor.signals.outcome import answer_outcome, compile_refusals
-from monitor.signals.results import Outcome
+from ragmon.monitor.config.pipeline import DEFAULT_REFUSALS, SignalsConfig
+from ragmon.monitor.core.model import Answer, IndexRef, Passage, Retrieval, TraceEvent
+from ragmon.monitor.core.signals.outcome import answer_outcome, compile_refusals
+from ragmon.monitor.core.signals.results import Outcome
 
 NOW = 1_796_000_000.0
 DEFAULTS = compile_refusals(DEFAULT_REFUSALS)

@@ -7,9 +7,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from monitor.model import IndexRef, Passage, Retrieval, TraceEvent
-from monitor.signals.results import RetrievalFinding
-from monitor.signals.scores import ScoreBaselines, retrieval_findings, top_score
+from ragmon.monitor.core.model import IndexRef, Passage, Retrieval, TraceEvent
+from ragmon.monitor.core.signals.results import RetrievalFinding
+from ragmon.monitor.core.signals.scores import ScoreBaselines, retrieval_findings, top_score
 
 NOW = 1_796_000_000.0
 KEYWORD = frozenset({"bm25", "keyword", "sparse"})

@@ -1,0 +1,111 @@
+"""The instruments: every metric of docs/metrics.md that ragmon pushes values into, made once on a
+registry, with the caps on free-form label values. The metrics sink (``ragmon.exporters.prometheus``)
+counts signals into them; the jobs, the probes, the Kafka source, the alert dispatcher and the OTLP
+receiver each get this object and feed the ones that are theirs.
+
+Label values come from closed sets only. Tenant and index are capped (an allowlist, else the first
+N seen, then ``other``), retriever likewise; stage, outcome, kind, value, reason are enums.
+Nothing else — no user, trace, passage or document id, no text — ever becomes a label.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterable
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+
+from ragmon.exporters.metrics import BY_NAME, PULLED, MetricSpec
+from ragmon.monitor.config.settings import LabelsConfig
+
+OTHER = "other"
+
+
+class LabelCap:
+    """Maps a free-form name to itself while there is room, else to ``other``."""
+
+    def __init__(self, allow: Iterable[str], limit: int) -> None:
+        self._allow = frozenset(allow)
+        self._limit = limit
+        self._seen: set[str] = set(self._allow)
+        self._dynamic = 0
+        self._lock = threading.Lock()
+
+    def __call__(self, value: str) -> str:
+        if value in self._seen:
+            return value
+        with self._lock:
+            if value in self._seen:
+                return value
+            if self._dynamic < self._limit:
+                self._dynamic += 1
+                self._seen.add(value)
+                return value
+        return OTHER
+
+
+def _make(spec: MetricSpec, registry: CollectorRegistry):
+    if spec.kind == "counter":
+        return Counter(spec.name, spec.help, spec.labels, registry=registry)
+    if spec.kind == "gauge":
+        return Gauge(spec.name, spec.help, spec.labels, registry=registry)
+    return Histogram(spec.name, spec.help, spec.labels, buckets=spec.buckets, registry=registry)
+
+
+class Metrics:
+    """Every pushed instrument, by a short name."""
+
+    def __init__(self, registry: CollectorRegistry, labels: LabelsConfig) -> None:
+        self.registry = registry
+        self.tenant = LabelCap(labels.tenants, labels.max_tenants)
+        self.index = LabelCap(labels.indexes, labels.max_indexes)
+        self.retriever = LabelCap((), labels.max_retrievers)
+        made = {spec.name: _make(spec, registry) for spec in BY_NAME.values() if spec.name not in PULLED}
+        self.answers = made["ragmon_answers_total"]
+        self.violations = made["ragmon_permission_violations_total"]
+        self.unknown_acl = made["ragmon_unknown_acl_passages_total"]
+        self.stale = made["ragmon_stale_passages_served_total"]
+        self.low_score = made["ragmon_low_score_retrievals_total"]
+        self.empty = made["ragmon_empty_retrievals_total"]
+        self.empty_keyword = made["ragmon_empty_keyword_retrievals_total"]
+        self.without_caller = made["ragmon_traces_without_caller_total"]
+        self.top_score = made["ragmon_retrieval_top_score"]
+        self.duplicates = made["ragmon_duplicate_slots_total"]
+        self.mixed = made["ragmon_mixed_embedding_results_total"]
+        self.unsupported = made["ragmon_unsupported_citations_total"]
+        self.rephrases = made["ragmon_rephrases_total"]
+        self.feedback = made["ragmon_feedback_total"]
+        self.latency = made["ragmon_stage_latency_seconds"]
+        self.tokens = made["ragmon_tokens_total"]
+        self.cost = made["ragmon_cost_usd_total"]
+        self.index_lag = made["ragmon_index_lag_seconds"]
+        # fed by the sampling decisions, the probes, the jobs, the Kafka source and the alert dispatcher
+        self.samples = made["ragmon_samples_total"]
+        self.samples_dropped = made["ragmon_samples_dropped_total"]
+        self.probe_failures = made["ragmon_probe_failures_total"]
+        self.consumer_lag = made["ragmon_consumer_lag_messages"]
+        self.alert_notifications = made["ragmon_alert_notifications_total"]
+        self.probe_leaks = made["ragmon_probe_leaks_total"]
+        self.job_runs = made["ragmon_job_runs_total"]
+        self.job_last_success = made["ragmon_job_last_success_timestamp_seconds"]
+        self.retention_deleted = made["ragmon_retention_deleted_total"]
+        self.scheduler_leader = made["ragmon_scheduler_leader"]
+        # fed by the OTLP receiver (the MappingReport of ragmon.collectors.otlp)
+        self.derived_ids = made["ragmon_derived_passage_ids_total"]
+        self.unmapped = made["ragmon_unmapped_passages_total"]
+        self.without_retrieval = made["ragmon_otlp_traces_without_retrieval_total"]
+        self.malformed = made["ragmon_malformed_span_attributes_total"]
+
+    def malformed_attributes(self, attributes: list[str]) -> None:
+        """OTLP span attributes the receiver could not read (names from a closed set)."""
+        for attribute in attributes:
+            self.malformed.labels(attribute).inc()
+
+    def mapped(self, mapped) -> None:
+        """What the OTLP receiver's mapping of one trace had to derive, drop or skip."""
+        for how, n in mapped.derived.items():
+            self.derived_ids.labels(how).inc(n)
+        if mapped.unmapped:
+            self.unmapped.inc(mapped.unmapped)
+        if mapped.event is None:
+            self.without_retrieval.inc()

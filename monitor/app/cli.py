@@ -1,0 +1,449 @@
+"""The ``ragmon`` command line. Commands stay thin: they load config, ask ``ragmon.monitor.app.wiring`` for
+the parts, run them, and print results as tables (or JSON)."""
+
+from __future__ import annotations
+
+import json
+import sys
+import threading
+import time
+from pathlib import Path
+
+import click
+import yaml
+from rich.console import Console
+from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TransferSpeedColumn
+from rich.table import Table
+
+from ragmon.collectors.files import JsonlSource, SourceStopped
+from ragmon.monitor.app import logs
+from ragmon.monitor.app.cli_eval import eval_command
+from ragmon.monitor.app.cli_labels import labels
+from ragmon.monitor.app.cli_samples import samples
+from ragmon.monitor.app.wiring import (
+    build_jobs,
+    build_otlp,
+    build_runtime,
+    build_scheduler,
+    build_sources,
+    settle_start_up_objects,
+)
+from ragmon.monitor.config.settings import ConfigError, Settings, effective_config, load_settings
+from ragmon.monitor.core.retry import RetryPolicy
+
+EXAMPLE_EVENTS = Path(__file__).parent / "examples" / "events.jsonl"
+
+console = Console()
+errors = Console(stderr=True)
+
+
+def _settings(ctx: click.Context) -> Settings:
+    try:
+        settings = load_settings(ctx.obj.get("config"))
+    except ConfigError as error:
+        errors.print(f"[red]error:[/red] {error}", highlight=False)
+        ctx.exit(2)
+    logs.configure(settings.log.level, settings.log.format)
+    return settings
+
+
+class _Main(click.Group):
+    """Unusable configuration or schema, found while a command builds its parts, ends the command
+    with the reason and status 2 instead of a traceback."""
+
+    def invoke(self, ctx: click.Context):
+        from ragmon.monitor.storage.store import SchemaOutdated
+
+        try:
+            return super().invoke(ctx)
+        except (ConfigError, SchemaOutdated) as error:
+            errors.print(f"[red]error:[/red] {error}", highlight=False)
+            ctx.exit(2)
+
+
+@click.group(cls=_Main)
+@click.option("--config", "-c", type=click.Path(path_type=Path), envvar="RAGMON_CONFIG",
+              help="YAML config file (default: $RAGMON_CONFIG, else built-in defaults).")
+@click.version_option(package_name="ragmon")
+@click.pass_context
+def main(ctx: click.Context, config: Path | None) -> None:
+    """ragmon: production monitor for retrieval-augmented generation."""
+    ctx.ensure_object(dict)
+    ctx.obj["config"] = config
+
+
+@main.group()
+def config() -> None:
+    """Inspect the configuration."""
+
+
+@config.command("check")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON instead of YAML.")
+@click.pass_context
+def config_check(ctx: click.Context, as_json: bool) -> None:
+    """Validate the configuration and print the effective values, secrets masked."""
+    settings = _settings(ctx)
+    data = effective_config(settings)
+    if as_json:
+        click.echo(json.dumps(data, indent=2))
+    else:
+        click.echo(yaml.safe_dump(data, sort_keys=False).rstrip())
+    errors.print("[green]configuration is valid[/green]")
+
+
+@main.command()
+@click.argument("file", type=click.Path(allow_dash=True, path_type=Path))
+@click.option("--batch-size", default=500, show_default=True, help="Records per processed batch.")
+@click.option("--retries", default=8, show_default=True,
+              help="Tries of a batch refused by an unavailable store before giving up (with back-off).")
+@click.option("--json", "json_out", type=click.Path(path_type=Path),
+              help="Also write the summary as JSON to this file.")
+@click.pass_context
+def replay(ctx: click.Context, file: Path, batch_size: int, retries: int, json_out: Path | None) -> None:
+    """Feed native events from a JSONL FILE (or - for stdin) through the pipeline.
+
+    Rejected records go to the dead-letter file; a table of accepted and rejected counts follows.
+    """
+    settings = _settings(ctx)
+    # a replay of past traffic must not page anyone for leaks long over: no direct push
+    settings = settings.model_copy(update={
+        "alerts": settings.alerts.model_copy(update={"alertmanager_url": None, "webhook_url": None})})
+    runtime = build_runtime(settings)
+    settle_start_up_objects()
+    pipeline = runtime.pipeline
+    stdin = str(file) == "-"
+    total = None if stdin else file.stat().st_size
+    stream = sys.stdin.buffer if stdin else file.open("rb")
+    progress = Progress(
+        TextColumn("[bold]replay[/bold] {task.description}"), BarColumn(), TransferSpeedColumn(),
+        TextColumn("line {task.fields[line]}"), TimeElapsedColumn(), console=errors, transient=True,
+    )
+    task = progress.add_task(str(file), total=total, line=0)
+    source = JsonlSource(
+        stream, pipeline.process, path=str(file), batch_size=batch_size,
+        max_record_bytes=settings.limits.max_event_bytes, keep_bytes=settings.dead_letter.max_raw_bytes,
+        retry=RetryPolicy(attempts=max(1, retries)),
+        on_commit=lambda line, read: progress.update(task, completed=read, line=line),
+    )
+    started = time.perf_counter()
+    try:
+        with progress:
+            source.run()
+    except SourceStopped as error:
+        errors.print(f"[red]error:[/red] {error}", highlight=False)
+        ctx.exit(1)
+    finally:
+        runtime.close()
+        if not stdin:
+            stream.close()
+    elapsed = time.perf_counter() - started
+    accepted, rejected = pipeline.stats.snapshot()
+    summary = _replay_summary(accepted, rejected, elapsed, settings)
+    _print_replay(summary)
+    if json_out is not None:
+        json_out.write_text(json.dumps(summary, indent=2) + "\n")
+
+
+def _replay_summary(accepted, rejected, elapsed: float, settings: Settings) -> dict:
+    n_accepted = sum(accepted.values())
+    n_rejected = sum(rejected.values())
+    return {
+        "accepted": {event_type: n for (_, event_type), n in sorted(accepted.items())},
+        "rejected": {reason: n for (_, reason), n in sorted(rejected.items())},
+        "records": n_accepted + n_rejected,
+        "seconds": round(elapsed, 3),
+        "records_per_second": round((n_accepted + n_rejected) / elapsed) if elapsed > 0 else None,
+        "dead_letter_file": str(settings.dead_letter.path) if n_rejected else None,
+    }
+
+
+def _print_replay(summary: dict) -> None:
+    table = Table(title="replay summary", show_footer=True)
+    table.add_column("outcome")
+    table.add_column("kind / reason", footer="total")
+    table.add_column("records", justify="right", footer=str(summary["records"]))
+    for event_type, n in summary["accepted"].items():
+        table.add_row("[green]accepted[/green]", event_type, str(n))
+    for reason, n in summary["rejected"].items():
+        table.add_row("[red]rejected[/red]", reason, str(n))
+    console.print(table)
+    rate = summary["records_per_second"]
+    console.print(f"{summary['records']} records in {summary['seconds']:.2f} s "
+                  f"({rate if rate is not None else '-'} records/s)")
+    if summary["dead_letter_file"]:
+        console.print(f"rejected records are in {summary['dead_letter_file']}")
+
+
+@main.command()
+@click.option("--host", help="Address to listen on (default from config: http.host).")
+@click.option("--port", type=int, help="Port to listen on (default from config: http.port).")
+@click.pass_context
+def serve(ctx: click.Context, host: str | None, port: int | None) -> None:
+    """Run the monitor: HTTP ingest, /metrics and health on one port (embedded mode).
+
+    Stops gracefully on SIGTERM or Ctrl-C: requests in flight finish and are persisted first.
+    """
+    import uvicorn
+
+    from ragmon.collectors.http import build_app
+
+    settings = _settings(ctx)
+    runtime = build_runtime(settings)
+    otlp = build_otlp(runtime)
+    sources = [*build_sources(runtime), *([otlp] if otlp is not None else [])]
+    scheduler = build_scheduler(runtime, build_jobs(runtime)) if settings.scheduler.embedded else None
+    token = settings.http.token.get_secret_value() if settings.http.token else None
+    settle_start_up_objects()
+    server: uvicorn.Server
+
+    def start_sources() -> None:
+        for source in sources:
+            source.start()
+        if scheduler is not None:
+            scheduler.start()
+        # A source that stops on its own (e.g. too many dead letters) stops the whole process, loudly.
+        threading.Thread(target=watch, name="source-watch", daemon=True).start()
+
+    def watch() -> None:
+        while not server.should_exit:
+            if any(source.error is not None for source in sources):
+                server.should_exit = True
+            time.sleep(0.5)
+
+    def stop() -> None:
+        if scheduler is not None:
+            scheduler.shutdown()
+        for source in sources:
+            source.shutdown(timeout=30)
+        runtime.close()
+
+    def ready() -> bool:
+        """Not ready while a source is not (the Kafka catalog reader before it reached the catalog
+        topic's end, the traces consumer while it waits for the catalog, at start and after a
+        rebalance), nor while the database is down."""
+        return all(source.ready() for source in sources) and runtime.ready()
+
+    app = build_app(runtime.pipeline.process, runtime.registry, ready, token=token,
+                    max_body_bytes=settings.http.max_body_bytes, max_pending=settings.http.max_pending_requests,
+                    on_startup=start_sources, on_shutdown=stop, otlp=otlp)
+    host = host or settings.http.host
+    port = port or settings.http.port
+    kafka = f", consuming {settings.kafka.traces_topic}" if settings.kafka.bootstrap_servers else ""
+    routes = "POST /v1/events" + (", POST /v1/traces" if otlp is not None else "") + ", GET /metrics, /healthz, /readyz"
+    errors.print(f"ragmon serving on http://{host}:{port}{kafka} ({routes})")
+    server = uvicorn.Server(uvicorn.Config(app, host=host, port=port, log_config=None, access_log=False,
+                                           timeout_graceful_shutdown=30))
+    server.run()
+    failed = [source.error for source in sources if source.error is not None]
+    if failed:
+        errors.print(f"[red]error:[/red] a source stopped: {failed[0]}", highlight=False)
+        ctx.exit(3)
+
+
+@main.command("scheduler")
+@click.option("--host", help="Address for /metrics and health (default: http.host).")
+@click.option("--port", type=int, help="Port for /metrics and health (default: http.port).")
+@click.pass_context
+def scheduler_command(ctx: click.Context, host: str | None, port: int | None) -> None:
+    """Run the periodic jobs (weekly pull, staleness scan, canary probes, retention) in a process of
+    their own, with /metrics and health; set scheduler.embedded to false on the collectors. Only
+    the process holding the scheduler lock runs jobs; others stand by and take over."""
+    import uvicorn
+
+    from ragmon.collectors.http import build_app
+
+    settings = _settings(ctx)
+    runtime = build_runtime(settings)
+    runner = build_scheduler(runtime, build_jobs(runtime, standalone=True))
+
+    def stop() -> None:
+        runner.shutdown()
+        runtime.close()
+
+    app = build_app(runtime.pipeline.process, runtime.registry, runtime.ready, ingest=False,
+                    on_startup=runner.start, on_shutdown=stop)
+    host = host or settings.http.host
+    port = port or settings.http.port
+    errors.print(f"ragmon scheduler on http://{host}:{port} (GET /metrics, /healthz, /readyz)")
+    uvicorn.Server(uvicorn.Config(app, host=host, port=port, log_config=None, access_log=False,
+                                  timeout_graceful_shutdown=30)).run()
+
+
+@main.group()
+def probe() -> None:
+    """Canary permission probes."""
+
+
+@probe.command("run")
+@click.option("--json", "as_json", is_flag=True, help="Print the results as JSON.")
+@click.pass_context
+def probe_run(ctx: click.Context, as_json: bool) -> None:
+    """Run every configured probe once against the retrieval endpoint and print the results;
+    exit 1 when one fails (a leak, a miss, or an error reaching the retrieval)."""
+    from dataclasses import asdict
+
+    from ragmon.monitor.app.probe_clients import build_retrieval
+    from ragmon.monitor.app.probes import ProbeError, run_probes
+
+    settings = _settings(ctx)
+    if not settings.probes.probes:
+        raise click.UsageError("no probes configured (probes.probes)")
+    try:
+        retrieve = build_retrieval(settings.probes)
+        results = run_probes(settings.probes.probes, retrieve)
+    except ProbeError as error:
+        raise click.ClickException(str(error)) from None
+    if hasattr(retrieve, "close"):
+        retrieve.close()
+    if as_json:
+        click.echo(json.dumps([asdict(r) for r in results], indent=2))
+    else:
+        table = Table(title=f"{len(results)} probes")
+        for column in ("probe", "tenant", "verdict", "results", "seconds"):
+            table.add_column(column, justify="right" if column in ("results", "seconds") else "left")
+        table.add_column("detail", overflow="fold")  # document ids in full, wrapped
+        for r in results:
+            colour = "green" if r.ok else "red"
+            detail = (r.error or (f"must not see: {', '.join(r.leaked)}" if r.leaked else "")
+                      or (f"nothing matched: {', '.join(r.missing)}" if r.missing else ""))
+            table.add_row(r.name, r.tenant, f"[{colour}]{r.verdict}[/]", str(r.retrieved), f"{r.seconds:.2f}", detail)
+        console.print(table)
+    if any(not r.ok for r in results):
+        ctx.exit(1)
+
+
+@main.command()
+@click.option("--traces", default=30_000, show_default=True, help="Simulated traces.")
+@click.option("--seconds", default=45.0, show_default=True, help="Wall-clock time to spread them over.")
+@click.option("--json", "json_out", type=click.Path(path_type=Path), help="Also write the findings as JSON.")
+@click.option("--batch-dir", type=click.Path(file_okay=False, path_type=Path), default=Path("ragmon-data/demo-batches"),
+              show_default=True, help="Where the weekly export for labeling is written.")
+@click.pass_context
+def demo(ctx: click.Context, traces: int, seconds: float, json_out: Path | None, batch_dir: Path) -> None:
+    """Run the whole monitor on simulated multi-tenant traffic with injected incidents.
+
+    Needs no external service: the store is a temporary SQLite file. Ends by itself.
+    """
+    import tempfile
+
+    from ragmon.alerts.demo import DemoAlerts
+    from ragmon.exporters.prometheus import metric_sum
+    from ragmon.monitor.app.demo import Demo, default_incidents, print_report
+    from ragmon.monitor.app.simulate import Simulator
+
+    base = _settings(ctx)
+    with tempfile.TemporaryDirectory(prefix="ragmon-demo-") as scratch:
+        settings = base.model_copy(update={
+            "database": base.database.model_copy(update={"url": f"sqlite:///{scratch}/demo.db"}),
+            "dead_letter": base.dead_letter.model_copy(update={"path": Path(scratch) / "dead-letters.jsonl"}),
+            # simulated leaks must never page anyone: the demo shows its alerts itself
+            "alerts": base.alerts.model_copy(update={"alertmanager_url": None, "webhook_url": None}),
+        })
+        # Simulated time runs faster than the wall clock: a few days pass in under a minute.
+        simulator = Simulator(start=time.time() - 5 * 86400, rate=0.1, incidents=default_incidents(traces))
+        alerts = DemoAlerts(settings.alerts, lambda: simulator.now)
+        runtime = build_runtime(settings, clock=lambda: simulator.now, extra_sinks=[alerts.sink])
+        alerts.watch(runtime.catalog)
+        try:
+            report = Demo(simulator, runtime.pipeline.process,
+                          lambda name, **labels: metric_sum(runtime.registry, name, **labels),
+                          console, traces, seconds, alerts=alerts.lines).run()
+            exported = _demo_export(runtime.engine, batch_dir)
+        finally:
+            runtime.close()
+    print_report(console, report)
+    if exported is not None:
+        week, cases, where = exported
+        console.print(f"weekly export: {cases} redacted cases of {week} for labeling in {where}/ "
+                      "(cases.jsonl, tasks.json, label-config.xml)")
+    if json_out is not None:
+        json_out.write_text(json.dumps({
+            "traces": report.traces, "simulated_hours": round(report.simulated_hours, 1),
+            "findings": [{"incident": f.incident.kind, "tenant": f.incident.tenant, "index": f.incident.index,
+                          "detected": f.detected, "evidence": f.evidence} for f in report.findings],
+        }, indent=2) + "\n")
+    if not report.all_detected:
+        ctx.exit(1)
+
+
+def _demo_export(engine, batch_dir: Path) -> tuple[str, int, Path] | None:
+    """The weekly pull of the demo's newest complete week (else its newest), as ``samples pull``
+    writes it: (week, cases, directory), or None when nothing was sampled."""
+    from ragmon.monitor.labeling.sample_store import SampleStore
+    from ragmon.monitor.labeling.weekly import pull_week
+
+    store = SampleStore(engine)
+    weeks = store.latest_weeks(2)
+    if not weeks:
+        return None
+    pulled = pull_week(store, weeks[-1], directory=batch_dir / weeks[-1])
+    return pulled.week, pulled.cases, batch_dir / pulled.week
+
+
+@main.group()
+def rules() -> None:
+    """Alert rules for Prometheus."""
+
+
+@rules.command("render")
+@click.option("--out", "out_file", type=click.Path(dir_okay=False, path_type=Path),
+              help="Write the rules file here instead of printing it.")
+@click.pass_context
+def rules_render(ctx: click.Context, out_file: Path | None) -> None:
+    """Render every alert of ragmon, with the configured thresholds, as a Prometheus rules file."""
+    from ragmon.alerts.render import render_rules
+
+    text = render_rules(_settings(ctx).alerts)
+    if out_file is None:
+        click.echo(text, nl=False)
+    else:
+        out_file.write_text(text)
+        errors.print(f"rules written to {out_file}")
+
+
+@main.group()
+def dashboard() -> None:
+    """Grafana dashboards."""
+
+
+@dashboard.command("render")
+@click.option("--out", "out_dir", type=click.Path(file_okay=False, path_type=Path),
+              default=Path("helm/ragmon/dashboards"), show_default=True, help="Directory for the JSON files.")
+def dashboard_render(out_dir: Path) -> None:
+    """Write every ragmon dashboard as Grafana JSON (a Prometheus datasource variable, tenant and
+    index variables); the Helm chart ships them as a ConfigMap for Grafana's sidecar."""
+    from ragmon.exporters.dashboard import render_dashboards
+
+    out_dir.mkdir(parents=True, exist_ok=True)
+    for name, text in render_dashboards().items():
+        (out_dir / name).write_text(text)
+        errors.print(f"{out_dir / name}")
+
+
+@main.group()
+def db() -> None:
+    """The SQL store."""
+
+
+@db.command("upgrade")
+@click.pass_context
+def db_upgrade(ctx: click.Context) -> None:
+    """Apply the schema migrations to the configured database."""
+    from ragmon.monitor.config.settings import mask_url
+    from ragmon.monitor.storage.store import current_revision, make_engine, upgrade
+
+    settings = _settings(ctx)
+    engine = make_engine(settings.database.url)
+    before = current_revision(engine)
+    upgrade(engine)
+    after = current_revision(engine)
+    engine.dispose()
+    console.print(f"{mask_url(settings.database.url)}: schema {before or 'empty'} -> {after}")
+
+
+main.add_command(eval_command)
+main.add_command(samples)
+main.add_command(labels)
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,133 @@
+"""``ragmon samples``: the labeling queue."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from pathlib import Path
+
+import click
+from rich.console import Console
+from rich.table import Table
+
+from ragmon.monitor.app.cli_context import label_studio_of, settings_of, store_of
+from ragmon.monitor.labeling.sample_store import STATUSES, SampleStore
+
+console = Console()
+
+
+def _store(ctx: click.Context) -> SampleStore:
+    return store_of(settings_of(ctx))
+
+
+def _check_week(week: str) -> None:
+    from ragmon.monitor.labeling.weeks import week_monday
+
+    try:
+        week_monday(week)
+    except ValueError as error:
+        raise click.BadParameter(str(error), param_hint="--week") from None
+
+
+@click.group()
+def samples() -> None:
+    """The labeling queue: sampled traces, redacted."""
+
+
+@samples.command("list")
+@click.option("--week", help="ISO week, e.g. 2026-W48.")
+@click.option("--tenant", help="Only this tenant.")
+@click.option("--status", type=click.Choice(STATUSES), help="Only this status.")
+@click.option("--limit", default=50, show_default=True, help="Rows at most.")
+@click.option("--json", "as_json", is_flag=True, help="One JSON object per sample (redacted trace included).")
+@click.pass_context
+def list_samples(ctx: click.Context, week: str | None, tenant: str | None, status: str | None, limit: int,
+                 as_json: bool) -> None:
+    """Samples in a stable order (week, tenant, trace id)."""
+    rows = _store(ctx).find(week=week, tenant=tenant, status=status, limit=limit)
+    if as_json:
+        for row in rows:
+            click.echo(json.dumps(row.model_dump()))
+        return
+    table = Table(title=f"{len(rows)} samples")
+    for column in ("week", "tenant", "trace id", "strata", "split", "status"):
+        table.add_column(column)
+    for row in rows:
+        table.add_row(row.week, row.tenant, row.trace_id, ", ".join(row.strata), row.split, row.status)
+    console.print(table)
+
+
+@samples.command("stats")
+@click.option("--week", help="ISO week, e.g. 2026-W48.")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@click.pass_context
+def stats(ctx: click.Context, week: str | None, as_json: bool) -> None:
+    """Samples per week, tenant and stratum, and per status."""
+    rows = _store(ctx).find(week=week)
+    by_stratum = Counter((r.week, r.tenant, s) for r in rows for s in r.strata)
+    by_status = Counter(r.status for r in rows)
+    if as_json:
+        click.echo(json.dumps({"statuses": dict(by_status), "strata": [
+            {"week": w, "tenant": t, "stratum": s, "samples": n} for (w, t, s), n in sorted(by_stratum.items())]}))
+        return
+    table = Table(title="samples per week, tenant and stratum")
+    for column in ("week", "tenant", "stratum", "samples"):
+        table.add_column(column, justify="right" if column == "samples" else "left")
+    for (w, t, s), n in sorted(by_stratum.items()):
+        table.add_row(w, t, s, str(n))
+    console.print(table)
+    console.print("by status: " + ", ".join(f"{s} {by_status.get(s, 0)}" for s in STATUSES))
+
+
+@samples.command("pull")
+@click.option("--week", required=True, help="ISO week, e.g. 2026-W48.")
+@click.option("--tenant", help="Only this tenant's samples.")
+@click.option("--out", "out_dir", type=click.Path(file_okay=False, path_type=Path),
+              help="Directory for the batch (default: ragmon-data/batches/WEEK[-TENANT]).")
+@click.pass_context
+def pull(ctx: click.Context, week: str, tenant: str | None, out_dir: Path | None) -> None:
+    """Write the week's batch: cases.jsonl (test-set schema, empty labels), tasks.json and
+    label-config.xml (Label Studio). Queued samples become exported; the same week again gives
+    the same batch."""
+    from ragmon.monitor.labeling.weekly import pull_week
+
+    _check_week(week)
+    out_dir = out_dir or Path("ragmon-data") / "batches" / (f"{week}-{tenant}" if tenant else week)
+    pulled = pull_week(_store(ctx), week, tenant=tenant, directory=out_dir)
+    console.print(f"{pulled.cases} cases for {week}{' / ' + tenant if tenant else ''} in {out_dir} "
+                  f"({pulled.exported} newly exported)")
+
+
+@samples.command("push")
+@click.option("--week", required=True, help="ISO week, e.g. 2026-W48.")
+@click.option("--tenant", help="Only this tenant's samples.")
+@click.option("--project", help="Label Studio project title (default: label_studio.project).")
+@click.pass_context
+def push(ctx: click.Context, week: str, tenant: str | None, project: str | None) -> None:
+    """Send the week's batch to Label Studio: the project is created with ragmon's labeling config
+    when missing, and each case is imported once (pushing again adds only new cases). Queued
+    samples become exported."""
+    from ragmon.exporters.label_studio import LabelStudioError, Pushed, push_batch
+    from ragmon.monitor.labeling.weekly import pull_week
+
+    _check_week(week)
+    settings = settings_of(ctx)
+    title = project or settings.label_studio.project
+    pushes: list[Pushed] = []
+    try:
+        with label_studio_of(settings) as studio:
+            def push_to_studio(batch) -> int:
+                pushes.append(push_batch(studio, title, batch))
+                return pushes[-1].imported
+
+            pulled = pull_week(store_of(settings), week, tenant=tenant, push=push_to_studio)
+    except LabelStudioError as error:
+        raise click.ClickException(str(error)) from None
+    where = f"{week}{' / ' + tenant if tenant else ''}"
+    if not pushes:
+        console.print(f"no cases for {where}: nothing pushed to project {title!r}")
+        return
+    pushed = pushes[0]
+    console.print(f"{pushed.imported} of {pulled.cases} cases for {where} imported into "
+                  f"project {title!r} (id {pushed.project_id}{', created' if pushed.created else ''}); "
+                  f"{pulled.cases - pushed.imported} were there already; {pulled.exported} newly exported")

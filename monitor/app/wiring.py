@@ -1,0 +1,334 @@
+"""The composition root: the one place that names concrete classes and joins them.
+
+Everything else receives exactly the parts it uses. This module (with the CLI and the jobs, in the
+same ``app`` room) is the only part of ``monitor/`` that imports collectors, exporters and alerts.
+"""
+
+from __future__ import annotations
+
+import gc
+import logging
+import os
+import secrets
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from prometheus_client import CollectorRegistry, disable_created_metrics
+from pydantic import SecretStr
+from sqlalchemy import Engine, text
+from sqlalchemy.engine import make_url
+
+from ragmon.alerts.dispatch import AlertDispatcher
+from ragmon.alerts.notifiers import AlertmanagerNotifier, WebhookNotifier
+from ragmon.alerts.sink import AlertSink
+from ragmon.alerts.state import AlertBook
+from ragmon.collectors.files import JsonlDeadLetterSink
+from ragmon.exporters.instruments import Metrics
+from ragmon.exporters.prometheus import PrometheusSink, register_scrape_time
+from ragmon.monitor.app.jobs import Jobs
+from ragmon.monitor.app.leader import leader_lock
+from ragmon.monitor.app.scheduler import SchedulerRunner
+from ragmon.monitor.config.settings import ConfigError, Settings
+from ragmon.monitor.core.catalog import Catalog
+from ragmon.monitor.core.decode import Decoder
+from ragmon.monitor.core.errors import Retryable
+from ragmon.monitor.core.pipeline import DeadLetterSink, Pipeline, PipelineStats, Sink, Stages
+from ragmon.monitor.core.signals import SignalEngine
+from ragmon.monitor.labeling.redact import Redactor
+from ragmon.monitor.labeling.sample_store import SampleStore
+from ragmon.monitor.labeling.sampler import Sampler, SampleWriter
+from ragmon.monitor.labeling.sampling import WeeklyQuota
+from ragmon.monitor.storage.catalog_store import CatalogPersistence, load_catalog
+from ragmon.monitor.storage.store import make_engine, prepare
+
+log = logging.getLogger(__name__)
+
+
+def caller_key(settings: Settings) -> str:
+    """The key of the caller-id hash: ``redaction.caller_key``; with SQLite and no key configured,
+    one made once and kept in ``caller.key`` beside the database file (embedded mode needs no
+    set-up, and pseudonyms stay stable across restarts). Elsewhere a missing key is an error."""
+    configured = settings.redaction.caller_key.get_secret_value()
+    if configured:
+        return configured
+    url = make_url(settings.database.url)
+    if url.get_backend_name() != "sqlite" or not url.database or url.database == ":memory:":
+        raise ConfigError("redaction.caller_key: must be set (at least 16 characters) where samples are stored "
+                          "in a shared database")
+    path = Path(url.database).parent / "caller.key"
+    if not path.exists():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(descriptor, "w") as handle:
+            handle.write(secrets.token_hex(32))
+    return path.read_text().strip()
+
+
+def _sampler(settings: Settings, store: SampleStore, decoder: Decoder) -> Sampler:
+    """The sampling stage, its weekly quota seeded from the samples already stored."""
+    config = settings.redaction.model_copy(update={"caller_key": SecretStr(caller_key(settings))})
+    quota = WeeklyQuota(settings.sampling.cap)
+    quota.seed(store.seed_rows(store.latest_weeks(2)))
+    return Sampler(settings.sampling, Redactor(config), quota, decoder=decoder,
+                   recent_traces=settings.sampling.late_window_traces)
+
+
+def _alert_dispatcher(settings: Settings, metrics: Metrics,
+                      clock: Callable[[], float]) -> AlertDispatcher | None:
+    """The direct push of leak, staleness and probe alerts, when a target is configured (else
+    None: the Prometheus rules still alert)."""
+    config = settings.alerts
+    notifiers: list = []
+    if config.alertmanager_url:
+        notifiers.append(AlertmanagerNotifier(config.alertmanager_url, config.timeout_seconds,
+                                              config.alertmanager_resend_seconds))
+    if config.webhook_url:
+        token = config.webhook_token.get_secret_value() if config.webhook_token else None
+        notifiers.append(WebhookNotifier(config.webhook_url, config.timeout_seconds, config.repeat_minutes * 60,
+                                         token=token))
+    if not notifiers:
+        return None
+    dispatcher = AlertDispatcher(
+        AlertBook(config), notifiers, clock,
+        record=lambda notifier, outcome, n: metrics.alert_notifications.labels(notifier, outcome).inc(n))
+    dispatcher.start()
+    return dispatcher
+
+
+def build_jobs(runtime: Runtime, standalone: bool = False) -> Jobs:
+    """The scheduled jobs over ``runtime``'s parts. ``standalone``: a scheduler process of its own,
+    which re-reads the catalog table before each staleness scan (the collectors keep it current)."""
+    from ragmon.monitor.app.probe_clients import build_retrieval
+    from ragmon.monitor.app.probes import ProbeError
+
+    settings = runtime.settings
+    push = None
+    if settings.scheduler.weekly_pull_push and settings.label_studio.url and settings.label_studio.token:
+        push = _label_studio_push(settings)
+    reload = (lambda: load_catalog(runtime.engine, runtime.catalog)) if standalone else None
+    try:
+        retrieve = build_retrieval(settings.probes)
+    except ProbeError as error:
+        raise ConfigError(str(error)) from None
+    prune = runtime.dead_letters.prune if isinstance(runtime.dead_letters, JsonlDeadLetterSink) else None
+    return Jobs(settings.scheduler, settings.sampling.time_zone, settings.probes.probes, runtime.samples,
+                runtime.catalog, runtime.metrics, runtime.alerts, prune, runtime.clock, retrieve, push, reload)
+
+
+def build_scheduler(runtime: Runtime, jobs: Jobs) -> SchedulerRunner:
+    """The scheduler, run by whichever process holds the scheduler lock of the database."""
+    settings = runtime.settings
+    metrics, alerts, clock = runtime.metrics, runtime.alerts, runtime.clock
+
+    def on_leader(leading: bool) -> None:
+        metrics.scheduler_leader.set(1 if leading else 0)
+        if not leading and alerts is not None:
+            alerts.resolve_scanned(clock())
+
+    return SchedulerRunner(settings.scheduler, jobs, leader_lock(settings.database.url),
+                           probes=bool(settings.probes.probes), on_leader=on_leader)
+
+
+def _label_studio_push(settings: Settings):
+    """The weekly job's push: each batch into the configured Label Studio project."""
+    from ragmon.exporters.label_studio import LabelStudio, push_batch
+
+    config = settings.label_studio
+
+    def push(batch: list) -> int:
+        with LabelStudio(config.url, config.token.get_secret_value(), timeout=config.timeout_seconds) as studio:
+            return push_batch(studio, config.project, batch).imported
+
+    return push
+
+
+def _publisher(settings: Settings):
+    """Publishes new samples to the samples topic when Kafka is configured."""
+    kafka = settings.kafka
+    if not kafka.bootstrap_servers:
+        return None
+    from kafka.errors import KafkaError
+
+    transport = _kafka_transport(settings, kafka.samples_topic, "ragmon-samples")
+
+    def publish(samples: list[dict]) -> None:
+        try:
+            for sample in samples:
+                transport.send(sample, sample["tenant"])
+            transport.flush(30)
+        except KafkaError as error:
+            raise Retryable(f"samples topic: {type(error).__name__}") from error
+
+    return publish
+
+
+def _kafka_transport(settings: Settings, topic: str, client_id: str):
+    """An idempotent keyed producer to ``topic`` with the configured connection options."""
+    from ragmon.collectors.emitter import KafkaTransport
+
+    options = {k: v for k, v in settings.kafka.client_options().items() if k != "bootstrap_servers"}
+    return KafkaTransport(KafkaTransport.producer(settings.kafka.bootstrap_servers, client_id=client_id, **options),
+                          topic)
+
+
+def _dead_letters(settings: Settings, clock: Callable[[], float]) -> DeadLetterSink:
+    """The dead-letter topic when Kafka is configured, else the JSONL file."""
+    if settings.kafka.bootstrap_servers:
+        from kafka import KafkaProducer
+
+        from ragmon.collectors.kafka_dead_letters import KafkaDeadLetterSink
+
+        # A batch's letters go to one partition; kafka-python sends one producer batch per partition
+        # per request, so the 16 KB default took a round trip per five 3 KB letters (400 letters:
+        # 160 ms, against 35 ms with 256 KB).
+        producer = KafkaProducer(acks="all", retries=5, linger_ms=5, batch_size=256 * 1024,
+                                 client_id="ragmon-dead-letters", **settings.kafka.client_options())
+        return KafkaDeadLetterSink(producer, settings.kafka.dead_letter_topic, settings.dead_letter.max_raw_bytes)
+    return JsonlDeadLetterSink(settings.dead_letter.path, settings.dead_letter.max_raw_bytes, clock=clock)
+
+
+def build_sources(runtime: Runtime) -> list:
+    """The background sources of `ragmon serve`: with Kafka configured, the catalog reader and the
+    traces consumer group, which waits for the reader before it judges traces; without Kafka,
+    none (HTTP ingest is always there)."""
+    kafka = runtime.settings.kafka
+    if not kafka.bootstrap_servers:
+        return []
+    from kafka import KafkaConsumer
+
+    from ragmon.collectors.kafka import DeadLetterGuard, KafkaSource
+    from ragmon.collectors.kafka_catalog import KafkaCatalogReader
+
+    def group_consumer() -> KafkaConsumer:
+        return KafkaConsumer(group_id=kafka.group_id, enable_auto_commit=False, auto_offset_reset="earliest",
+                             max_poll_records=kafka.max_batch, client_id="ragmon-traces", **kafka.client_options())
+
+    def catalog_consumer() -> KafkaConsumer:
+        return KafkaConsumer(group_id=None, enable_auto_commit=False, client_id="ragmon-catalog",
+                             **kafka.client_options())
+
+    lag = runtime.metrics.consumer_lag
+    reader = KafkaCatalogReader(catalog_consumer, kafka.catalog_topic, runtime.pipeline.process,
+                                max_batch=kafka.max_batch)
+    return [
+        reader,
+        # catalog first: no trace is judged before the reader reached the catalog topic's end
+        KafkaSource(group_consumer, [kafka.traces_topic], runtime.pipeline.process, max_batch=kafka.max_batch,
+                    guard=DeadLetterGuard(kafka.max_dead_letter_ratio, kafka.dead_letter_window),
+                    report_lag=lambda topic, value: lag.labels(topic).set(value),
+                    lag_interval=kafka.lag_interval_seconds, catalog=reader),
+    ]
+
+
+def build_otlp(runtime: Runtime):
+    """The OTLP receiver, delivering assembled traces to this process's pipeline, or to the
+    Kafka traces topic when ``otlp.forward_to_kafka`` is set."""
+    config = runtime.settings.otlp
+    if not config.enabled:
+        return None
+    from ragmon.collectors.otlp import OtlpReceiver, TraceAssembler
+    from ragmon.collectors.passage_ids import PassageNamer
+    from ragmon.collectors.span_mapping import SpanMapper
+
+    mapping = {"mapper": SpanMapper(PassageNamer(config.passage_id_keys, config.doc_id_keys)),
+               "report": runtime.metrics}
+    assembler = TraceAssembler(config.assembly_wait_seconds, config.max_pending_traces, config.max_spans_per_trace,
+                               root_grace=config.root_grace_seconds)
+    if config.forward_to_kafka and runtime.settings.kafka.bootstrap_servers:
+        from kafka.errors import KafkaError
+
+        from ragmon.collectors.emitter import event_key
+
+        kafka = runtime.settings.kafka
+        transport = _kafka_transport(runtime.settings, kafka.traces_topic, "ragmon-otlp")
+
+        def forward(records, events) -> None:
+            try:
+                for record, event in zip(records, events, strict=True):  # the JSON the receiver encoded once
+                    transport.send_encoded(record.data, event_key(event))
+                transport.flush(30)
+            except KafkaError as error:
+                raise Retryable(f"forwarding to {kafka.traces_topic}: {type(error).__name__}") from error
+
+        return OtlpReceiver(assembler, forward, **mapping)
+    return OtlpReceiver(assembler, lambda records, events: runtime.pipeline.process(records), **mapping)
+
+
+@dataclass
+class Runtime:
+    """Everything one ragmon process runs on."""
+
+    settings: Settings
+    clock: Callable[[], float]
+    engine: Engine
+    catalog: Catalog
+    signals: SignalEngine
+    registry: CollectorRegistry
+    metrics: Metrics
+    pipeline: Pipeline
+    samples: SampleStore
+    dead_letters: DeadLetterSink
+    alerts: AlertDispatcher | None = None  # the direct push, when a target is configured
+
+    def ready(self) -> bool:
+        """Ready to take traffic: the database answers."""
+        try:
+            with self.engine.connect() as connection:
+                connection.execute(text("select 1"))
+            return True
+        except Exception:
+            return False
+
+    def close(self) -> None:
+        self.pipeline.shutdown()
+        self.engine.dispose()
+
+
+def settle_start_up_objects() -> None:
+    """Move every object alive at start-up (modules, functions, the loaded catalog) out of the
+    cyclic garbage collector's reach: those live as long as the process, and a full collection
+    would otherwise scan all of them again and again while traffic flows (about 10% of the time
+    per event, measured in docs/performance.md). Call once, in a long-running process, after the
+    runtime is built."""
+    gc.collect()
+    gc.freeze()
+
+
+def build_runtime(
+    settings: Settings,
+    clock: Callable[[], float] = time.time,
+    registry: CollectorRegistry | None = None,
+    extra_sinks: Sequence[Sink] = (),
+) -> Runtime:
+    """Open the store (migrating SQLite in place), load the catalog, and build the pipeline with
+    its signals and sinks: catalog persistence and Prometheus metrics."""
+    disable_created_metrics()  # *_created series double the exposition and no dashboard uses them
+    engine = make_engine(settings.database.url)
+    prepare(engine)
+    catalog = Catalog()
+    load_catalog(engine, catalog)
+    stats = PipelineStats()
+    samples = SampleStore(engine, clock)
+    registry = registry if registry is not None else CollectorRegistry()
+    metrics = Metrics(registry, settings.labels)
+    register_scrape_time(metrics, stats, catalog, clock, sample_queue=samples.counts_by_status)
+    signals = SignalEngine(settings.signals, catalog)
+    dead_letters = _dead_letters(settings, clock)
+    decoder = Decoder(settings.limits, clock)
+    sampler = _sampler(settings, samples, decoder)  # may refuse the config: before any thread is started
+    alerts = _alert_dispatcher(settings, metrics, clock)
+    pipeline = Pipeline(
+        decoder,
+        [CatalogPersistence(engine, catalog), SampleWriter(samples, _publisher(settings)), PrometheusSink(metrics),
+         *([AlertSink(alerts)] if alerts is not None else []), *extra_sinks],
+        dead_letters,
+        clock,
+        stages=Stages(update_catalog=catalog.apply, analyze=signals.observe, decide=sampler.decide),
+        stats=stats,
+    )
+    log.info("runtime ready: %d documents and %d index entries in the catalog",
+             len(catalog.documents), len(catalog.indexed))
+    return Runtime(settings, clock, engine, catalog, signals, registry, metrics, pipeline, samples, dead_letters,
+                   alerts)

@@ -1,0 +1,55 @@
+"""The ``alerts`` config section: thresholds of the alert rules (docs/alerts.md) and where leak and
+staleness alerts are pushed directly."""
+
+from __future__ import annotations
+
+from pydantic import Field, PositiveFloat, PositiveInt, SecretStr, model_validator
+
+from ragmon.monitor.config.section import ConfigSection, HttpUrlText
+
+
+class AlertsConfig(ConfigSection):
+    """Alert thresholds (used by ``ragmon rules render`` and by the direct push) and the push targets."""
+
+    runbook_url: HttpUrlText = Field("https://github.com/ragmon/ragmon/blob/main/docs/alerts.md",
+                             description="Runbooks page; each alert links to its own section (#alertname).")
+    dashboard_url: HttpUrlText | None = Field(None, description="Grafana dashboard linked from every alert.")
+    stale_warning_hours: PositiveFloat = Field(24.0, description="Index staleness that raises a warning.")
+    stale_critical_hours: PositiveFloat = Field(72.0, description="Index staleness that raises a critical alert.")
+    stale_served_ratio: PositiveFloat = Field(
+        0.05, description="Stale passages reaching the model per answer, over 30 minutes, that raises an alert.")
+    no_answer_spike_factor: PositiveFloat = Field(
+        2.0, description="No-answer ratio over the last hour, as a multiple of the same hour last week, that alerts.")
+    no_answer_min_ratio: float = Field(0.1, gt=0, lt=1, description="No-answer ratio below which no spike alerts.")
+    no_answer_baseline_min_ratio: float = Field(
+        0.01, gt=0, lt=1, description="Last week's no-answer ratio above which a drop to exactly zero alerts.")
+    min_answers_per_second: PositiveFloat = Field(
+        0.02, description="Answers per second (per tenant and index, over an hour) under which the no-answer "
+        "alerts stay quiet.")
+    low_score_surge_factor: PositiveFloat = Field(
+        2.0, description="Low-top-score ratio as a multiple of the same hour last week that alerts.")
+    low_score_min_ratio: float = Field(0.2, gt=0, lt=1, description="Low-top-score ratio below which no surge alerts.")
+    no_traffic_minutes: PositiveFloat = Field(15.0, description="Minutes without a trace event before the monitor "
+                                              "counts as blind.")
+    rejected_ratio: float = Field(0.05, gt=0, lt=1, description="Share of rejected input over 10 minutes that alerts.")
+    consumer_lag_messages: PositiveInt = Field(100_000, description="Kafka consumer lag that alerts.")
+
+    alertmanager_url: HttpUrlText | None = Field(None, description="Alertmanager to push leak and staleness alerts to "
+                                         "(its /api/v2/alerts), e.g. http://alertmanager:9093.")
+    webhook_url: HttpUrlText | None = Field(
+        None, description="Webhook to push leak and staleness alerts to (JSON POST).")
+    webhook_token: SecretStr | None = Field(None, description="Bearer token sent to the webhook, if set.")
+    timeout_seconds: PositiveFloat = Field(5.0, description="Timeout of each push request.")
+    repeat_minutes: PositiveFloat = Field(240.0, description="A still-firing alert is sent to the webhook again "
+                                          "after this long.")
+    alertmanager_resend_seconds: PositiveFloat = Field(
+        60.0, description="How often a firing alert is sent to Alertmanager again (it expires without).")
+    leak_resolve_minutes: PositiveFloat = Field(
+        15.0, description="A pushed leak alert resolves after this long without a new leak in its tenant and index.")
+    max_active: PositiveInt = Field(1000, description="Pushed alerts tracked at most; more are counted and dropped.")
+
+    @model_validator(mode="after")
+    def _critical_after_warning(self) -> AlertsConfig:
+        if self.stale_critical_hours <= self.stale_warning_hours:
+            raise ValueError("stale_critical_hours must be greater than stale_warning_hours")
+        return self

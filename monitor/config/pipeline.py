@@ -1,0 +1,93 @@
+"""The sections the pure core reads: the bounds on one input record and how the signals are
+computed. They live apart from the composed settings so that the core depends on these two and on
+nothing else of the configuration."""
+
+from __future__ import annotations
+
+import re
+
+from pydantic import Field, PositiveFloat, PositiveInt, field_validator, model_validator
+
+from ragmon.monitor.config.section import ConfigSection
+
+
+class Limits(ConfigSection):
+    """Bounds on a single input record (docs/reliability.md). Exceeding one rejects the record."""
+
+    max_event_bytes: PositiveInt = Field(1024 * 1024, description="Largest accepted record, in bytes.")
+    max_passages_per_list: PositiveInt = Field(
+        500, description="Most passages in one retrieval list or context (also ACL entries, groups, citations)."
+    )
+    max_retrieval_lists: PositiveInt = Field(32, description="Most retrieval lists in one trace.")
+    max_id_length: PositiveInt = Field(256, description="Longest id, name, version or principal, in characters.")
+    max_text_length: PositiveInt = Field(
+        65536, description="Longest query, answer, passage text or comment, in characters."
+    )
+    max_clock_skew_seconds: PositiveFloat = Field(
+        300.0, description="How far in the future a timestamp may be before the record is rejected."
+    )
+
+
+
+_APOSTROPHE = "[\u2019']"
+DEFAULT_REFUSALS = [
+    rf"\bI (?:do not|don{_APOSTROPHE}t|cannot|can{_APOSTROPHE}t|could not|couldn{_APOSTROPHE}t) "
+    r"(?:know|find|answer|say|help)",
+    rf"\bI (?:do not|don{_APOSTROPHE}t) have (?:enough|sufficient|any|the) (?:relevant )?"
+    r"(?:information|context|details|data)",
+    rf"\b(?:context|documents?|sources?) (?:do|does|don{_APOSTROPHE}t|doesn{_APOSTROPHE}t)(?: not)? "
+    r"(?:contain|include|mention|cover|provide)",
+    r"\bnot (?:mentioned|covered|found|available) in the (?:provided |available )?(?:documents?|sources?|context)",
+    rf"\bI(?:{_APOSTROPHE}m| am) (?:not able|unable) to (?:find|answer|help)",
+    r"\b(?:I have|there is|there was|there's) no (?:relevant )?(?:information|data|details)\b",
+    r"\bno (?:relevant )?(?:information|documents?|sources?) (?:was |were )?(?:found|available|provided)\b",
+    r"\b(?:not enough|insufficient) (?:information|context)\b",
+]
+
+
+class SignalsConfig(ConfigSection):
+    """How the online signals are computed (docs/signals.md)."""
+
+    low_score_thresholds: dict[str, dict[str, float]] = Field(
+        default_factory=dict,
+        description="Top-score thresholds per index and retriever, e.g. {policies: {vector: 0.55}}. "
+        "Without one, the trailing percentile below applies.",
+    )
+    low_score_percentile: float = Field(5.0, gt=0, lt=100, description="Trailing percentile used without a threshold.")
+    low_score_min_samples: PositiveInt = Field(500, description="Scores seen before the trailing percentile applies.")
+    low_score_window: PositiveInt = Field(5000, description="Trailing scores kept per index and retriever.")
+    keyword_retrievers: list[str] = Field(
+        default_factory=lambda: ["bm25", "keyword", "sparse"],
+        description="A retriever whose name contains one of these (ignoring case) is keyword search: its empty "
+        "lists are also counted in `ragmon_empty_keyword_retrievals_total`.",
+    )
+    refusal_patterns: list[str] = Field(
+        default_factory=lambda: list(DEFAULT_REFUSALS),
+        description="Regular expressions (case-insensitive) that mark an answer as an abstention when the "
+        "trace does not say.",
+    )
+    rephrase_window_seconds: PositiveFloat = Field(
+        120.0, description="A question asked again within this many seconds is a rephrase."
+    )
+    rephrase_min_jaccard: float = Field(0.6, gt=0, le=1, description="Token-set Jaccard similarity of a rephrase.")
+    rephrase_callers: PositiveInt = Field(100_000, description="Callers remembered for rephrase detection.")
+    recent_traces: PositiveInt = Field(200_000, description="Traces remembered to join late feedback to.")
+
+    @model_validator(mode="after")
+    def _window_holds_the_samples(self) -> SignalsConfig:
+        if self.low_score_window < self.low_score_min_samples:
+            raise ValueError(
+                f"low_score_window ({self.low_score_window}) must be at least low_score_min_samples "
+                f"({self.low_score_min_samples}), or the trailing percentile never applies"
+            )
+        return self
+
+    @field_validator("refusal_patterns")
+    @classmethod
+    def _patterns_compile(cls, patterns: list[str]) -> list[str]:
+        for i, pattern in enumerate(patterns):
+            try:
+                re.compile(pattern)
+            except re.error as error:
+                raise ValueError(f"pattern {i} is not a valid regular expression: {error}") from None
+        return patterns

@@ -1,0 +1,368 @@
+"""Configuration: one YAML file plus ``RAGMON_`` environment overrides.
+
+Precedence, highest first: environment (``RAGMON_SECTION__KEY``), the YAML file, defaults.
+Every section forbids unknown keys, so a typo is an error that names the key instead of a
+setting silently left at its default.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, Literal
+from urllib.parse import urlsplit, urlunsplit
+
+import yaml
+from pydantic import (
+    BaseModel,
+    Field,
+    PositiveFloat,
+    PositiveInt,
+    SecretStr,
+    ValidationError,
+    field_validator,
+)
+
+from ragmon.monitor.config.alerting import AlertsConfig
+from ragmon.monitor.config.pipeline import Limits, SignalsConfig
+from ragmon.monitor.config.scheduling import ProbesConfig, SchedulerConfig
+from ragmon.monitor.config.section import ConfigSection, HttpUrlText
+from ragmon.monitor.labeling.redact import RedactionConfig
+from ragmon.monitor.labeling.sampling import SamplingConfig
+
+ENV_PREFIX = "RAGMON_"
+ENV_CONFIG_FILE = "RAGMON_CONFIG"  # path of the YAML file, when --config is not given
+MASK = "****"
+
+
+class ConfigError(Exception):
+    """The configuration is unusable; the message names the key and what is wrong."""
+
+
+class DeadLetterConfig(ConfigSection):
+    """Where rejected records go in embedded mode (a JSONL file)."""
+
+    path: Path = Field(Path("ragmon-data/dead-letters.jsonl"), description="JSONL file of rejected records.")
+    max_raw_bytes: PositiveInt = Field(
+        65536, description="Raw bytes kept per rejected record; longer records are truncated and flagged."
+    )
+
+
+class DatabaseConfig(ConfigSection):
+    """The SQL store (catalog, samples, batches, alert state)."""
+
+    url: str = Field(
+        "sqlite:///ragmon-data/ragmon.db",
+        description="SQLAlchemy URL: sqlite:///FILE or postgresql+psycopg://USER:PASSWORD@HOST:PORT/DB.",
+    )
+
+
+class LabelsConfig(ConfigSection):
+    """Caps on metric label values (docs/metrics.md): an allowlist, else the first N seen, then `other`."""
+
+    tenants: list[str] = Field(default_factory=list, description="Tenants always given their own label value.")
+    indexes: list[str] = Field(default_factory=list, description="Indexes always given their own label value.")
+    max_tenants: PositiveInt = Field(50, description="Tenant label values besides the allowlist.")
+    max_indexes: PositiveInt = Field(50, description="Index label values besides the allowlist.")
+    max_retrievers: PositiveInt = Field(10, description="Retriever label values.")
+
+
+class HttpConfig(ConfigSection):
+    """The one HTTP port of `ragmon serve`: ingest, metrics, health."""
+
+    host: str = Field("127.0.0.1", description="Address to listen on (0.0.0.0 in a container).")
+    port: int = Field(4318, ge=1, le=65535, description="Port to listen on.")
+    token: SecretStr | None = Field(None, description="Bearer token required on ingest endpoints, if set.")
+    max_body_bytes: PositiveInt = Field(16 * 1024 * 1024, description="Largest request body accepted.")
+    max_pending_requests: PositiveInt = Field(
+        64, description="Ingest requests waiting or in progress; beyond it, 503 with Retry-After."
+    )
+
+
+class OtlpConfig(ConfigSection):
+    """The OTLP/HTTP trace receiver (`POST /v1/traces` on the HTTP port)."""
+
+    enabled: bool = Field(True, description="Accept OTLP traces.")
+    assembly_wait_seconds: PositiveFloat = Field(
+        5.0, description="A trace is complete once no span of it arrived for this long."
+    )
+    root_grace_seconds: PositiveFloat = Field(
+        1.0, description="A trace whose root span (no parent; it ends, and is exported, last) arrived is complete "
+        "once no span of it arrived for this long. Spans another service exports later start a second, partial "
+        "trace: set it to `assembly_wait_seconds` (its cap) to always wait that long. Traces held at once are "
+        "about the traffic rate times this, within `max_pending_traces`.",
+    )
+    max_pending_traces: PositiveInt = Field(
+        10_000, description="Traces being assembled at most; beyond it, 503 with Retry-After."
+    )
+    max_spans_per_trace: PositiveInt = Field(1000, description="Spans kept per trace; more are rejected.")
+    forward_to_kafka: bool = Field(
+        False, description="Send assembled traces to the Kafka traces topic (keyed by caller) instead of "
+        "processing them here, so all state sits on one keyed path."
+    )
+    passage_id_keys: list[str] = Field(
+        default_factory=lambda: ["id", "chunk_id", "doc_id+span", "doc_id+start_char_idx", "source+page",
+                                 "source+start_index"],
+        description="How a passage reported without an id is named: the first rule whose document metadata keys "
+        "are all present, a rule being one key or several joined by `+` (values joined by `#`); else `sha:` and a "
+        "hash of its content.",
+    )
+    doc_id_keys: list[str] = Field(
+        default_factory=lambda: ["doc_id", "document_id", "ref_doc_id", "source", "file_path"],
+        description="Document metadata keys naming a passage's document, first present wins.",
+    )
+
+    @field_validator("passage_id_keys", "doc_id_keys")
+    @classmethod
+    def _keys_named(cls, rules: list[str]) -> list[str]:
+        for rule in rules:
+            if not rule or not all(part.strip() for part in rule.split("+")):
+                raise ValueError(f"empty key in {rule!r} (a rule is `key` or `key+key`)")
+        return rules
+
+
+class KafkaConfig(ConfigSection):
+    """Kafka (scaled mode). Empty ``bootstrap_servers``: no Kafka, HTTP only."""
+
+    bootstrap_servers: list[str] = Field(default_factory=list, description="Brokers, e.g. [kafka-0:9092].")
+    group_id: str = Field("ragmon", description="Consumer group of the ragmon replicas on the traces topic.")
+    traces_topic: str = Field("rag.traces", description="Trace and feedback events, keyed by conversation or caller.")
+    catalog_topic: str = Field(
+        "rag.catalog", description="Document and index events (compacted; read whole by every replica)."
+    )
+    samples_topic: str = Field("ragmon.samples", description="Where each new sample is published.")
+    dead_letter_topic: str = Field("ragmon.dlq", description="Rejected records, with reason and origin in headers.")
+    max_batch: PositiveInt = Field(500, description="Records per processed batch (and per offset commit).")
+    max_dead_letter_ratio: float = Field(
+        0.5, ge=0, le=1,
+        description="Dead-lettered share of the last `dead_letter_window` records above which consumption stops "
+        "(a broken producer must be loud, not silently dead-lettered). 1 disables the limit.",
+    )
+    dead_letter_window: PositiveInt = Field(1000, description="Records over which the dead-letter ratio is judged.")
+    lag_interval_seconds: PositiveFloat = Field(10.0, description="How often the consumer lag gauge is refreshed.")
+    security_protocol: Literal["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"] = Field(
+        "PLAINTEXT", description="How to reach the brokers."
+    )
+    sasl_mechanism: Literal["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"] | None = Field(
+        None, description="SASL mechanism."
+    )
+    sasl_username: str | None = Field(None, description="SASL user name.")
+    sasl_password: SecretStr | None = Field(None, description="SASL password.")
+    ssl_cafile: Path | None = Field(None, description="CA bundle for SSL.")
+
+    def client_options(self) -> dict[str, Any]:
+        """Connection options common to kafka-python's consumer, producer and admin client."""
+        options: dict[str, Any] = {"bootstrap_servers": self.bootstrap_servers,
+                                   "security_protocol": self.security_protocol}
+        if self.sasl_mechanism:
+            options.update(sasl_mechanism=self.sasl_mechanism, sasl_plain_username=self.sasl_username,
+                           sasl_plain_password=self.sasl_password.get_secret_value() if self.sasl_password else None)
+        if self.ssl_cafile:
+            options["ssl_cafile"] = str(self.ssl_cafile)
+        return options
+
+
+class LabelStudioConfig(ConfigSection):
+    """The Label Studio instance the weekly batch is labeled in (``samples push``, ``labels pull``)."""
+
+    url: HttpUrlText | None = Field(None, description="Base URL, e.g. https://label-studio.example.com.")
+    token: SecretStr | None = Field(
+        None,
+        description="A personal access token (Account & Settings), or a legacy API token where the "
+        "organization still allows those.",
+    )
+    project: str = Field("ragmon regression set", description="Title of the project the batches go to.")
+    timeout_seconds: PositiveFloat = Field(30.0, description="Timeout of each request to Label Studio.")
+
+
+class RegressionConfig(ConfigSection):
+    """The labeled regression set that ``labels import`` grows and ``eval`` scores."""
+
+    cases: Path = Field(Path("ragmon-data/regression/cases.jsonl"), description="JSONL file, one case per line.")
+
+
+class LogConfig(ConfigSection):
+    """Process logs (standard error). Lines carry counts, reasons and names of our own, never input content."""
+
+    level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = Field("INFO", description="Log level.")
+    format: Literal["text", "json"] = Field("text", description="Log line format.")
+
+
+class Settings(ConfigSection):
+    """The whole effective configuration. Build it with :func:`load_settings`."""
+
+    limits: Limits = Limits()
+    dead_letter: DeadLetterConfig = DeadLetterConfig()
+    database: DatabaseConfig = DatabaseConfig()
+    signals: SignalsConfig = SignalsConfig()
+    labels: LabelsConfig = LabelsConfig()
+    sampling: SamplingConfig = SamplingConfig()
+    redaction: RedactionConfig = RedactionConfig()
+    label_studio: LabelStudioConfig = LabelStudioConfig()
+    regression: RegressionConfig = RegressionConfig()
+    alerts: AlertsConfig = AlertsConfig()
+    scheduler: SchedulerConfig = SchedulerConfig()
+    probes: ProbesConfig = ProbesConfig()
+    http: HttpConfig = HttpConfig()
+    otlp: OtlpConfig = OtlpConfig()
+    kafka: KafkaConfig = KafkaConfig()
+    log: LogConfig = LogConfig()
+
+
+def load_settings(path: Path | None = None, environ: Mapping[str, str] | None = None) -> Settings:
+    """Read the YAML file (``path``, else ``$RAGMON_CONFIG``, else none) and apply the environment.
+
+    ``RAGMON_SECTION__KEY=value`` overrides ``section: {key: value}``; values that look like JSON
+    lists or objects are parsed as JSON. Raises :class:`ConfigError` naming the offending key.
+    """
+    environ = os.environ if environ is None else environ
+    if path is None and environ.get(ENV_CONFIG_FILE):
+        path = Path(environ[ENV_CONFIG_FILE])
+    data = _read_yaml(path) if path is not None else {}
+    for name, value in environ.items():
+        if name.startswith(ENV_PREFIX) and name != ENV_CONFIG_FILE:
+            _set_path(data, name, value)
+    try:
+        return Settings.model_validate(data)
+    except ValidationError as error:
+        raise ConfigError(_describe(error, path)) from None
+
+
+def _set_path(data: dict[str, Any], name: str, value: str) -> None:
+    keys = [part.lower() for part in name[len(ENV_PREFIX) :].split("__")]
+    if not all(keys):
+        raise ConfigError(f"environment variable {name}: empty key (use SECTION__KEY)")
+    node = data
+    for key in keys[:-1]:
+        child = node.setdefault(key, {})
+        if not isinstance(child, dict):
+            raise ConfigError(f"environment variable {name}: `{key}` is not a section")
+        node = child
+    if value[:1] in "[{":
+        try:
+            node[keys[-1]] = json.loads(value)
+            return
+        except json.JSONDecodeError:
+            raise ConfigError(f"environment variable {name}: not valid JSON") from None
+    node[keys[-1]] = value
+
+
+def _read_yaml(path: Path) -> dict[str, Any]:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as error:
+        raise ConfigError(f"config file {path}: {error.strerror}") from None
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as error:
+        mark = getattr(error, "problem_mark", None)
+        where = f" line {mark.line + 1}" if mark is not None else ""
+        raise ConfigError(f"config file {path}{where}: not valid YAML") from None
+    if data is None:
+        return {}
+    if not isinstance(data, dict):
+        raise ConfigError(f"config file {path}: the top level must be a mapping of sections")
+    return data
+
+
+def _describe(error: ValidationError, path: Path | None) -> str:
+    lines = []
+    for problem in error.errors():
+        key = ".".join(str(part) for part in problem["loc"])
+        if problem["type"] == "extra_forbidden":
+            lines.append(f"{key}: unknown key")
+        else:
+            lines.append(f"{key}: {problem['msg']}")
+    origin = f" (file {path} and RAGMON_ environment)" if path else " (RAGMON_ environment)"
+    return "invalid configuration" + origin + ":\n  " + "\n  ".join(lines)
+
+
+def effective_config(settings: Settings) -> dict[str, Any]:
+    """The configuration as plain data with every secret masked, for display."""
+    data = settings.model_dump(mode="python")
+    _mask_secrets(settings, data)
+    data["database"]["url"] = mask_url(settings.database.url)
+    return _plain(data)
+
+
+def mask_url(url: str) -> str:
+    """Hide the password of a URL, keeping the rest readable."""
+    parts = urlsplit(url)
+    if parts.password is None:
+        return url
+    host = parts.hostname or ""
+    if parts.port is not None:
+        host = f"{host}:{parts.port}"
+    user = parts.username or ""
+    return urlunsplit(parts._replace(netloc=f"{user}:{MASK}@{host}"))
+
+
+def _mask_secrets(model: BaseModel, data: dict[str, Any]) -> None:
+    for name in type(model).model_fields:
+        value = getattr(model, name)
+        if isinstance(value, SecretStr):
+            data[name] = MASK if value.get_secret_value() else ""
+        elif isinstance(value, BaseModel):
+            _mask_secrets(value, data[name])
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_plain(v) for v in value]
+    if isinstance(value, Path):
+        return str(value)
+    return value
+
+
+_DOC_INTRO = """# Configuration
+
+Generated from `monitor/config/settings.py` by `python -m ragmon.monitor.config.settings > docs/configuration.md`.
+
+One YAML file plus environment overrides. The file is given with `--config FILE` or
+`RAGMON_CONFIG=FILE`; without one, the defaults below apply. Any key can be overridden with
+`RAGMON_<SECTION>__<KEY>` (double underscore between levels), e.g. `RAGMON_HTTP__PORT=9000`;
+values that look like JSON lists or objects are parsed as JSON
+(`RAGMON_LABELS__TENANTS='["acme","globex"]'`). The environment wins over the file.
+
+Unknown keys are errors, in the file and in `RAGMON_` variables alike, and every error names its
+key. `ragmon config check` validates and prints the effective configuration with secrets masked.
+
+```yaml
+# an example file
+database:
+  url: postgresql+psycopg://ragmon:${PASSWORD}@db:5432/ragmon   # (expand the password yourself)
+signals:
+  low_score_thresholds:
+    policies: {vector: 0.55, bm25: 4.0}
+labels:
+  tenants: [acme, globex]
+http:
+  host: 0.0.0.0
+```
+"""
+
+
+def reference_markdown() -> str:
+    """docs/configuration.md, generated from the config model (a test keeps the file equal)."""
+    lines = [_DOC_INTRO]
+    for section, field in Settings.model_fields.items():
+        model = field.annotation
+        lines += [f"### `{section}`", "", (model.__doc__ or "").strip(), "",
+                  "| key | default | environment | meaning |", "|---|---|---|---|"]
+        for key, spec in model.model_fields.items():
+            default = spec.default_factory() if spec.default_factory is not None else spec.default
+            shown = "(secret)" if spec.annotation in (SecretStr, SecretStr | None) and default else json.dumps(
+                _plain(default), default=str)
+            env = f"`RAGMON_{section.upper()}__{key.upper()}`"
+            cell = shown.replace("|", "\\|")
+            lines.append(f"| `{key}` | `{cell}` | {env} | {spec.description or ''} |")
+        lines.append("")
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    print(reference_markdown(), end="")

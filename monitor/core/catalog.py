@@ -1,0 +1,219 @@
+"""The catalog: what the source systems say exists (document events) and what each index holds
+(index events). Kept in memory for the hot path; persisted by ``ragmon.monitor.storage.catalog_store``.
+
+Document ids are global (the change feed of every tenant shares one id space); each document
+records its tenant, which is how a passage of another tenant is recognized.
+"""
+
+from __future__ import annotations
+
+import heapq
+import threading
+from dataclasses import dataclass, field, replace
+
+from ragmon.monitor.core.model import DocumentEvent, Event, IndexEvent, Passage
+
+MAX_VERSION_HISTORY = 16  # versions remembered per document, to tell an old version from a new one
+STALEST_IDS = 10  # stale document ids kept per index, for alerts
+
+
+@dataclass(slots=True)
+class DocumentState:
+    """The newest known version of a source document, and when its recent versions changed.
+
+    Treated as immutable once in the catalog (a change replaces it)."""
+
+    doc_id: str
+    tenant: str
+    version: str
+    modified_at: float
+    acl: tuple[str, ...] | None
+    deleted: bool
+    history: dict[str, float] = field(default_factory=dict)  # version -> modified_at, newest last
+
+
+@dataclass(slots=True)
+class IndexedState:
+    """What one index holds of one document."""
+
+    index: str
+    doc_id: str
+    version: str
+    indexed_at: float
+    embedding_model: str | None
+    chunks: int | None
+
+
+@dataclass(slots=True)
+class IndexHealth:
+    """Per-index figures computed from the catalog at a point in time."""
+
+    stale_documents: int = 0
+    max_staleness_seconds: float = 0.0
+    embedding_models: int = 0
+    stalest: list[str] = field(default_factory=list, compare=False)  # the stalest document ids (STALEST_IDS)
+
+
+class Catalog:
+    """Thread-safe in-memory catalog. Writes take a lock; single-key reads rely on dict atomicity."""
+
+    def __init__(self) -> None:
+        self.documents: dict[str, DocumentState] = {}
+        self.indexed: dict[tuple[str, str], IndexedState] = {}
+        self._lock = threading.Lock()
+
+    def apply_document(self, event: DocumentEvent) -> DocumentState:
+        """Record a document change. An older change arriving late only enters the history.
+
+        States are replaced, never changed in place, so a reader holding one sees a consistent
+        snapshot without the lock.
+        """
+        acl = tuple(event.acl) if event.acl is not None else None
+        with self._lock:
+            current = self.documents.get(event.doc_id)
+            history = dict(current.history) if current is not None else {}
+            if not (event.deleted and event.version in history):
+                # a deletion is not a new version: keep when the version was made
+                _remember(history, event.version, event.modified_at)
+            if current is None or event.modified_at >= current.modified_at:
+                state = DocumentState(event.doc_id, event.tenant, event.version, event.modified_at, acl,
+                                      event.deleted, history)
+            else:
+                state = replace(current, history=history)
+            self.documents[event.doc_id] = state
+            return state
+
+    def apply(self, event: Event) -> None:
+        """The catalog stage of the pipeline: document and index events update the catalog before
+        any signal reads it; other events leave it as it is."""
+        if isinstance(event, DocumentEvent):
+            self.apply_document(event)
+        elif isinstance(event, IndexEvent):
+            self.apply_index(event)
+
+    def apply_index(self, event: IndexEvent) -> float | None:
+        """Record what an index embedded; return its lag (see :meth:`index_lag`)."""
+        key = (event.index, event.doc_id)
+        with self._lock:
+            current = self.indexed.get(key)
+            if current is None or event.indexed_at >= current.indexed_at:
+                self.indexed[key] = IndexedState(event.index, event.doc_id, event.version, event.indexed_at,
+                                                 event.embedding_model, event.chunks)
+        return self.index_lag(event)
+
+    def index_lag(self, event: IndexEvent) -> float | None:
+        """The index lag of an index event (source change to indexed) in seconds, when the catalog
+        knows when that version was made; reads the catalog only."""
+        document = self.documents.get(event.doc_id)
+        if document is None:
+            return None
+        modified_at = document.history.get(event.version)
+        return None if modified_at is None else max(0.0, event.indexed_at - modified_at)
+
+    def document(self, doc_id: str) -> DocumentState | None:
+        return self.documents.get(doc_id)
+
+    def document_of(self, passage: Passage) -> str | None:
+        """The document a passage belongs to: its ``doc_id``, else its own id when the catalog
+        knows a document by that id (retrieval spans such as OTel GenAI's report only document
+        ids and scores)."""
+        if passage.doc_id is not None:
+            return passage.doc_id
+        return passage.id if passage.id in self.documents else None
+
+    def indexed_version(self, index: str, doc_id: str) -> str | None:
+        """The version of ``doc_id`` that ``index`` last reported embedding, if any."""
+        entry = self.indexed.get((index, doc_id))
+        return None if entry is None else entry.version
+
+    def is_outdated(self, doc_id: str, version: str, index: str | None = None) -> bool | None:
+        """Whether ``version`` of ``doc_id`` is no longer current at the source.
+
+        True when the catalog knows a newer version, or the document was deleted. None when the
+        catalog does not know the document. A version the change feed has not announced counts
+        as older, unless ``index`` holds exactly that version, indexed after the newest change the
+        catalog knows: then the index is ahead of the change feed, not behind it.
+        """
+        document = self.documents.get(doc_id)
+        if document is None:
+            return None
+        if document.deleted:
+            return True
+        if version == document.version:
+            return False
+        made = document.history.get(version)
+        if made is not None:
+            return made < document.modified_at
+        if index is not None:
+            entry = self.indexed.get((index, doc_id))
+            if entry is not None and entry.version == version and entry.indexed_at >= document.modified_at:
+                return False
+        return True
+
+    def health(self, now: float) -> dict[str, IndexHealth]:
+        """Staleness and embedding models per index, as of ``now``.
+
+        A document an index holds is stale there when its newest source version (or its deletion)
+        is not what the index holds; its staleness is ``now`` minus the time of the oldest change
+        the index has not taken in. An index event with ``chunks: 0`` records a removal.
+        """
+        with self._lock:  # shallow copies of immutable states: the walk below holds nothing up
+            entries = list(self.indexed.values())
+            documents = dict(self.documents)
+        result: dict[str, IndexHealth] = {}
+        models: dict[str, set[str]] = {}
+        pending_by_index: dict[str, list[tuple[float, str]]] = {}
+        for entry in entries:
+            health = result.setdefault(entry.index, IndexHealth())
+            removed = entry.chunks == 0
+            if entry.embedding_model and not removed:
+                models.setdefault(entry.index, set()).add(entry.embedding_model)
+            document = documents.get(entry.doc_id)
+            if document is None:
+                continue
+            pending = _pending_since(document, entry, removed)
+            if pending is not None:
+                health.stale_documents += 1
+                health.max_staleness_seconds = max(health.max_staleness_seconds, max(0.0, now - pending))
+                pending_by_index.setdefault(entry.index, []).append((pending, entry.doc_id))
+        for index, names in models.items():
+            result[index].embedding_models = len(names)
+        for index, pending in pending_by_index.items():
+            result[index].stalest = [doc_id for _, doc_id in heapq.nsmallest(STALEST_IDS, pending)]
+        return result
+
+    def load(self, documents: list[DocumentState], indexed: list[IndexedState]) -> None:
+        """Replace the contents (at start-up, from the store)."""
+        with self._lock:
+            self.documents = {d.doc_id: d for d in documents}
+            self.indexed = {(e.index, e.doc_id): e for e in indexed}
+
+
+def _remember(history: dict[str, float], version: str, modified_at: float) -> None:
+    history.pop(version, None)
+    history[version] = modified_at
+    if len(history) > MAX_VERSION_HISTORY:
+        for old in sorted(history, key=history.__getitem__)[: len(history) - MAX_VERSION_HISTORY]:
+            del history[old]
+
+
+def _pending_since(document: DocumentState, entry: IndexedState, removed: bool) -> float | None:
+    """When the oldest change not yet in the index was made, or None when the index is current.
+
+    After a removal (``chunks: 0``) the index is current while the document stays deleted or
+    unchanged; a change made after the removal is pending again.
+    """
+    if removed:
+        if document.deleted:
+            return None
+        later = [made for made in document.history.values() if made > entry.indexed_at]
+        return min(later) if later else None
+    if entry.version == document.version and not document.deleted:
+        return None
+    # Changes made after the indexed version (the deletion among them); an index ahead of the
+    # change feed has none.
+    base = document.history.get(entry.version, entry.indexed_at)
+    later = [made for made in document.history.values() if made > base]
+    if document.deleted and document.modified_at > base:
+        later.append(document.modified_at)
+    return min(later) if later else None

@@ -1,0 +1,327 @@
+"""The pipeline core: the contracts between sources, the core and sinks, and the loop that joins them.
+
+::
+
+    Source --RawRecord batch--> Pipeline.process: decode, then the stages on each event:
+                                  catalog update -> signals -> sampling decision
+                                      --Observation--> durable sinks  (then flushed)
+                                      \\--InvalidInput--> DeadLetterSink (then written)
+                                      --Observation--> other sinks (metrics, alerts)
+
+Each stage's output is a field of the :class:`Observation` (``signals``, ``sampling``); sinks read
+observations and never change them, so no sink depends on another's order.
+
+Acknowledgement rule (every source obeys it; ``tests/collectors/contract.py`` checks each one):
+a source acknowledges (commits an offset, advances a file position, answers 2xx) only after
+``process`` has returned for the batch holding the record. If ``process`` raises
+:class:`~ragmon.monitor.core.errors.Retryable`, nothing of that batch is acknowledged and the source retries
+it after a back-off; records are therefore delivered at least once, never lost.
+
+A batch becomes durable before anything is counted: durable sinks (catalog, samples) take and
+flush it first, then its dead letters are written in one go. Only then do the other sinks
+(metrics) see it, so a batch that is refused and retried is not counted twice. Its retry reuses the
+signals computed for its traces the first time, so the stateful signals see each trace once.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections import Counter
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from ragmon.monitor.core.decode import Decoder
+from ragmon.monitor.core.errors import InvalidInput, Retryable
+from ragmon.monitor.core.model import Event, FeedbackEvent, TraceEvent
+from ragmon.monitor.core.records import DeadLetter, RawRecord
+from ragmon.monitor.core.signals.results import Signals
+
+CatalogUpdate = Callable[[Event], None]
+Analyzer = Callable[[Event], Signals | None]
+Decider = Callable[[Event, Signals | None, bytes], Any]  # (event, its signals, the record) -> decision
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(slots=True)
+class Observation:
+    """A decoded, validated event and what the signals found in it, on its way to the sinks."""
+
+    event: Event
+    source: str
+    received_at: float  # Unix seconds when the pipeline accepted it
+    signals: Signals | None = None
+    sampling: Any = None  # the sampling decision (labeling.sampler.SamplingDecision), when there is one
+    data: bytes = b""  # the record as received (bytes-like)
+
+
+@dataclass(frozen=True, slots=True)
+class Stages:
+    """What happens to each decoded event before the sinks see it, in this order:
+
+    1. ``update_catalog``: document and index events change the catalog (``Catalog.apply``);
+    2. ``analyze``: the signals, which read the catalog and never change it (``SignalEngine.observe``);
+    3. ``decide``: the sampling decision, from the event and its signals (``Sampler.decide``).
+
+    The stages run on one event after another, so a trace is judged against every catalog event
+    before it in the batch.
+    """
+
+    update_catalog: CatalogUpdate | None = None
+    analyze: Analyzer | None = None
+    decide: Decider | None = None
+
+
+class Sink(Protocol):
+    """Consumes observations. Must be safe to call from several threads.
+
+    ``durable`` sinks store something that must survive (catalog rows, samples): they see a
+    batch first, and ``flush`` must make it durable (return False, or raise :class:`Retryable`,
+    when it cannot; the batch is then retried, so consuming must be idempotent). Other sinks
+    (metrics) see a batch only once it is durable. ``consume`` raises :class:`Retryable` to
+    refuse an observation; any other exception is a bug: counted, logged, and the other sinks
+    still get the observation. ``shutdown`` releases resources.
+    """
+
+    name: str
+    durable: bool
+
+    def consume(self, observation: Observation) -> None: ...
+
+    def flush(self, timeout: float) -> bool: ...
+
+    def shutdown(self) -> None: ...
+
+
+class DeadLetterSink(Protocol):
+    """Stores rejected records with their reason, detail, origin and (bounded) raw bytes.
+
+    ``write`` stores a batch's dead letters and returns once they are durable; when it cannot, it
+    raises :class:`Retryable` (the source then pauses instead of dropping anything).
+    """
+
+    def write(self, letters: Sequence[DeadLetter]) -> None: ...
+
+    def shutdown(self) -> None: ...
+
+
+class Source(Protocol):
+    """Turns a transport into batches of :class:`RawRecord` for a processor given at construction.
+
+    ``start`` returns at once and delivers in the background; ``shutdown`` stops taking new
+    input, lets the batch in flight finish and be acknowledged, and returns whether that happened
+    within ``timeout``. ``error`` is None while the source runs, else what stopped it on its own
+    (its owner then stops the process, loudly). ``ready`` is False while what the source delivers
+    would not yet be judged against the whole catalog (a Kafka consumer waiting for the catalog
+    reader): the process then reports itself not ready.
+    """
+
+    error: BaseException | None
+
+    def start(self) -> None: ...
+
+    def shutdown(self, timeout: float) -> bool: ...
+
+    def ready(self) -> bool: ...
+
+
+@dataclass(slots=True)
+class Rejection:
+    position: int  # index of the record in its batch
+    reason: str
+    detail: str
+
+
+@dataclass(slots=True)
+class BatchResult:
+    accepted: int = 0
+    rejected: int = 0
+    rejections: list[Rejection] = field(default_factory=list)
+
+
+Processor = Callable[[Sequence[RawRecord]], BatchResult]
+
+
+@dataclass
+class PipelineStats:
+    """Counters of what went through, keyed by closed sets only (source, event type, reason, sink).
+
+    Updated once per batch under a lock; read by the metrics exporter and the CLI summary.
+    """
+
+    accepted: Counter[tuple[str, str]] = field(default_factory=Counter)
+    rejected: Counter[tuple[str, str]] = field(default_factory=Counter)
+    sink_errors: Counter[str] = field(default_factory=Counter)
+    last_event_time: dict[tuple[str, str], float] = field(default_factory=dict)
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    def merge(self, accepted: Counter[tuple[str, str]], rejected: Counter[tuple[str, str]], now: float) -> None:
+        with self._lock:
+            self.accepted.update(accepted)
+            self.rejected.update(rejected)
+            for key in accepted:
+                self.last_event_time[key] = now
+
+    def count_sink_error(self, sink: str) -> None:
+        with self._lock:
+            self.sink_errors[sink] += 1
+
+    def snapshot(self) -> tuple[dict[tuple[str, str], int], dict[tuple[str, str], int]]:
+        """(accepted, rejected) as plain dicts."""
+        with self._lock:
+            return dict(self.accepted), dict(self.rejected)
+
+    def full_snapshot(self) -> tuple[dict, dict, dict, dict]:
+        """(accepted, rejected, last event time, sink errors), taken together."""
+        with self._lock:
+            return dict(self.accepted), dict(self.rejected), dict(self.last_event_time), dict(self.sink_errors)
+
+
+class FanOut:
+    """Hands observations to a group of sinks; one failing sink does not stop the others."""
+
+    def __init__(self, sinks: Sequence[Sink], stats: PipelineStats) -> None:
+        self.sinks = tuple(sinks)
+        self._stats = stats
+
+    def consume(self, observations: Sequence[Observation]) -> None:
+        """Every observation to every sink; raises the first :class:`Retryable` at the end."""
+        retry: Retryable | None = None
+        for sink in self.sinks:
+            for observation in observations:
+                try:
+                    sink.consume(observation)
+                except Retryable as error:
+                    retry = retry or error  # the others still consume; the batch is retried as a whole
+                    break
+                except Exception:
+                    self._stats.count_sink_error(sink.name)
+                    log.exception("sink %s failed on an observation; it was skipped", sink.name)
+        if retry is not None:
+            raise retry
+
+    def flush(self, timeout: float) -> list[str]:
+        """Flush every sink; return the names (and reasons) of those that could not."""
+        failed = []
+        for sink in self.sinks:
+            try:
+                if not sink.flush(timeout):
+                    failed.append(f"{sink.name} (timed out)")
+            except Retryable as error:
+                failed.append(f"{sink.name} ({error})")
+            except Exception:
+                self._stats.count_sink_error(sink.name)
+                log.exception("sink %s failed to flush", sink.name)
+                failed.append(sink.name)
+        return failed
+
+    def shutdown(self) -> None:
+        for sink in self.sinks:
+            try:
+                sink.shutdown()
+            except Exception:
+                log.exception("sink %s failed to shut down", sink.name)
+
+
+class Pipeline:
+    """Decodes a batch, computes signals, makes the batch durable (durable sinks, dead letters),
+    then hands it to the other sinks.
+
+    ``process`` is the processor every source calls. It may be called from several threads;
+    batches are processed one at a time, because the signals keep state (catalog, baselines,
+    recent callers) that must see events in order.
+    """
+
+    def __init__(
+        self,
+        decoder: Decoder,
+        sinks: Sequence[Sink],
+        dead_letters: DeadLetterSink,
+        clock: Callable[[], float],
+        stages: Stages = Stages(),
+        stats: PipelineStats | None = None,
+        flush_timeout: float = 10.0,
+    ) -> None:
+        self.stats = stats or PipelineStats()
+        self._decoder = decoder
+        self._stages = stages
+        self._lock = threading.Lock()
+        self._durable = FanOut([s for s in sinks if s.durable], self.stats)
+        self._volatile = FanOut([s for s in sinks if not s.durable], self.stats)
+        self._dead_letters = dead_letters
+        self._clock = clock
+        self._flush_timeout = flush_timeout
+        # Signals and sampling decisions of the traces and feedback of the last refused batch: its
+        # retry reuses them, so the stateful stages (score baselines, rephrase memory, weekly quota)
+        # neither see those events twice nor judge them differently the second time, and what was
+        # sampled is counted once. Cleared by the next batch that goes through.
+        self._refused: dict[tuple, tuple[Signals | None, Any]] = {}
+
+    def process(self, records: Sequence[RawRecord]) -> BatchResult:
+        """Handle one batch. Returns only when its effects are durable.
+
+        Raises :class:`Retryable` if a durable sink or the dead-letter sink cannot take or persist
+        the batch; the caller must then not acknowledge any record of it.
+        """
+        with self._lock:
+            return self._process(records)
+
+    def _process(self, records: Sequence[RawRecord]) -> BatchResult:
+        now = self._clock()
+        update_catalog, analyze, decide = self._stages.update_catalog, self._stages.analyze, self._stages.decide
+        observations: list[Observation] = []
+        letters: list[DeadLetter] = []
+        rejections: list[Rejection] = []
+        accepted: Counter[tuple[str, str]] = Counter()
+        rejected: Counter[tuple[str, str]] = Counter()
+        for position, record in enumerate(records):
+            try:
+                event = self._decoder.decode(record.data, record.size)
+            except InvalidInput as error:
+                letters.append(DeadLetter(record, error.reason, error.detail))
+                rejections.append(Rejection(position, error.reason.value, error.detail))
+                rejected[(record.source, error.reason.value)] += 1
+                continue
+            if update_catalog is not None:
+                update_catalog(event)  # idempotent: a retried batch applies the same changes again
+            earlier = self._refused.get(_retry_key(event)) if self._refused else None
+            if earlier is not None:
+                signals, sampling = earlier
+            else:
+                signals = analyze(event) if analyze is not None else None
+                sampling = decide(event, signals, record.data) if decide is not None else None
+            observations.append(Observation(event, record.source, now, signals, sampling, record.data))
+            accepted[(record.source, type(event).__struct_config__.tag)] += 1
+        try:
+            self._durable.consume(observations)
+            failed = self._durable.flush(self._flush_timeout)
+            if failed:
+                raise Retryable(f"sinks could not persist the batch: {', '.join(failed)}")
+            if letters:
+                self._dead_letters.write(letters)
+        except Retryable:
+            self._refused = {key: (o.signals, o.sampling) for o in observations
+                             if (key := _retry_key(o.event)) is not None}
+            raise
+        self._refused = {}
+        # Durable now: from here on nothing refuses the batch, so nothing is counted twice.
+        self._volatile.consume(observations)
+        self._volatile.flush(self._flush_timeout)
+        self.stats.merge(accepted, rejected, now)
+        return BatchResult(len(observations), len(rejections), rejections)
+
+    def shutdown(self) -> None:
+        self._durable.shutdown()
+        self._volatile.shutdown()
+        self._dead_letters.shutdown()
+
+
+def _retry_key(event: Event) -> tuple | None:
+    """What identifies an event whose stages keep state, across the retries of its batch."""
+    if isinstance(event, TraceEvent):
+        return ("trace", event.trace_id)
+    if isinstance(event, FeedbackEvent):
+        return ("feedback", event.trace_id, event.kind, event.value, event.time)
+    return None

@@ -1,0 +1,71 @@
+"""Joins the signal functions and their bounded state into one call per event."""
+
+from __future__ import annotations
+
+from ragmon.monitor.config.pipeline import SignalsConfig
+from ragmon.monitor.core.catalog import Catalog
+from ragmon.monitor.core.model import Event, FeedbackEvent, IndexEvent, TraceEvent, partition_key
+from ragmon.monitor.core.signals.access import permission_violations
+from ragmon.monitor.core.signals.context import duplicate_slots, mixed_embeddings, unsupported_citations
+from ragmon.monitor.core.signals.freshness import stale_passages
+from ragmon.monitor.core.signals.memory import RecentTraces, RephraseDetector
+from ragmon.monitor.core.signals.outcome import answer_outcome, compile_refusals
+from ragmon.monitor.core.signals.results import FeedbackSignals, IndexSignals, Signals, TraceRef, TraceSignals
+from ragmon.monitor.core.signals.scores import ScoreBaselines, retrieval_findings
+
+
+class SignalEngine:
+    """Computes the signals of each event and keeps its own bounded memories (score baselines,
+    recent traces, recent questions per caller) current. It reads the catalog and never changes
+    it: the catalog stage (:meth:`Catalog.apply`) runs before it on every event.
+
+    Not thread-safe as a whole: the pipeline calls it for one batch at a time.
+    """
+
+    def __init__(self, config: SignalsConfig, catalog: Catalog) -> None:
+        self.catalog = catalog
+        self._config = config
+        self._refusals = compile_refusals(config.refusal_patterns)
+        self._keyword = frozenset(name.lower() for name in config.keyword_retrievers)
+        self.baselines = ScoreBaselines(config.low_score_percentile, config.low_score_min_samples,
+                                        config.low_score_window)
+        self.recent = RecentTraces(config.recent_traces)
+        self.rephrases = RephraseDetector(config.rephrase_window_seconds, config.rephrase_min_jaccard,
+                                          config.rephrase_callers)
+
+    def observe(self, event: Event) -> Signals | None:
+        if isinstance(event, TraceEvent):
+            return self.trace(event)
+        if isinstance(event, FeedbackEvent):
+            return FeedbackSignals(self.recent.get(event.trace_id), event.kind, event.value)
+        if isinstance(event, IndexEvent):
+            return IndexSignals(event.index, self.catalog.index_lag(event))
+        return None
+
+    def trace(self, trace: TraceEvent) -> TraceSignals:
+        context = trace.final_context()
+        ref = TraceRef(trace.trace_id, trace.tenant, trace.index.name, trace.time)
+        self.recent.remember(ref)
+        duplicate_passages, duplicate_versions = duplicate_slots(context)
+        return TraceSignals(
+            tenant=trace.tenant,
+            index=trace.index.name,
+            has_caller=trace.caller is not None and bool(trace.caller.id or trace.caller.groups),
+            outcome=answer_outcome(trace, self._refusals),
+            access=permission_violations(trace, self.catalog),
+            stale=stale_passages(trace, self.catalog),
+            retrievals=retrieval_findings(trace, self._config.low_score_thresholds, self.baselines, self._keyword),
+            duplicate_passages=duplicate_passages,
+            duplicate_doc_versions=duplicate_versions,
+            mixed_embeddings=mixed_embeddings(context),
+            unsupported_citations=unsupported_citations(trace),
+            rephrase_of=self._rephrase(trace, ref),
+            latency=trace.latency_ms,
+            usage=trace.usage,
+        )
+
+    def _rephrase(self, trace: TraceEvent, ref: TraceRef) -> TraceRef | None:
+        key = partition_key(trace.caller.id if trace.caller is not None else None, trace.conversation_id)
+        if not key:
+            return None
+        return self.rephrases.check(f"{trace.tenant}\x00{key}", ref, trace.query)

@@ -1,0 +1,139 @@
+"""The weekly batch for labeling (docs/sampling.md): cases in the test-set schema with empty labels, and the
+same cases as Label Studio tasks with a labeling config that grades each passage 0/1/2 and marks
+the question answerable or not, with a reference answer.
+
+Everything here is built from stored samples, which are redacted already.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+LABEL_CONFIG = """<View>
+  <Header value="Question"/>
+  <Text name="question" value="$question"/>
+  <Header value="What the system answered"/>
+  <Text name="answer" value="$answer"/>
+  <Header value="Grade each passage: 0 irrelevant, 1 partly relevant, 2 answers the question"/>
+  <Repeater on="$passages" indexFlag="{{idx}}">
+    <Text name="passage_{{idx}}" value="$passages[{{idx}}].text"/>
+    <Choices name="grade_{{idx}}" toName="passage_{{idx}}" choice="single" showInline="true" required="true">
+      <Choice value="0"/>
+      <Choice value="1"/>
+      <Choice value="2"/>
+    </Choices>
+  </Repeater>
+  <Header value="Can the question be answered from the corpus?"/>
+  <Choices name="answerable" toName="question" choice="single" showInline="true" required="true">
+    <Choice value="answerable"/>
+    <Choice value="unanswerable"/>
+  </Choices>
+  <Header value="Reference answer (when answerable)"/>
+  <TextArea name="reference_answer" toName="question" rows="3" maxSubmissions="1"/>
+</View>
+"""
+
+
+def candidates(trace: dict[str, Any]) -> list[dict[str, Any]]:
+    """The distinct passages a labeler grades: the context first, then the other candidates, each
+    once, with what locates it in its source (document, version, span)."""
+    lists = [trace.get("context") or []] + [r.get("passages") or [] for r in trace.get("retrievals") or []]
+    seen: dict[str, dict[str, Any]] = {}
+    for passages in lists:
+        for passage in passages:
+            known = seen.setdefault(passage["id"], {"id": passage["id"]})
+            for key in ("doc_id", "doc_version", "span", "text"):
+                if passage.get(key) is not None and known.get(key) is None:
+                    known[key] = passage[key]
+    return list(seen.values())
+
+
+def case_of(sample) -> dict[str, Any]:
+    """A regression case with empty labels, from a stored sample."""
+    trace = sample.payload
+    return {
+        "id": sample.trace_id,
+        "question": trace.get("query", ""),
+        "tenant": sample.tenant,
+        "caller_groups": (trace.get("caller") or {}).get("groups", []),
+        "corpus": {"index": trace["index"]["name"], "version": trace["index"].get("version")},
+        "expected": None,
+        "relevant": [],
+        "reference_answer": None,
+        "claims": [],
+        "tags": sorted(sample.strata),
+        "split": sample.split,
+        "origin": {"trace_id": sample.trace_id, "week": sample.week},
+        "candidates": candidates(trace),
+    }
+
+
+def task_of(sample) -> dict[str, Any]:
+    """A Label Studio task for the labeling config above. ``data.case`` carries the empty case, so
+    an export alone is enough to build the labeled case (no lookup in ragmon's store)."""
+    trace = sample.payload
+    case = case_of(sample)
+    passages = [{"idx": i, "text": p.get("text") or f"({p['id']}: no text recorded)", "id": p["id"],
+                 "doc_id": p.get("doc_id"), "doc_version": p.get("doc_version"), "span": p.get("span")}
+                for i, p in enumerate(case.pop("candidates"))]
+    answer = (trace.get("answer") or {}).get("text") or "(no answer recorded)"
+    return {"data": {"case_id": sample.trace_id, "question": case["question"], "answer": answer,
+                     "passages": passages, "case": case}}
+
+
+def write_batch(batch: Sequence, out_dir: Path) -> None:
+    """The batch as ``cases.jsonl``, ``tasks.json`` and ``label-config.xml`` in ``out_dir``; the
+    same batch always gives the same bytes."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    (out_dir / "cases.jsonl").write_text("".join(json.dumps(case_of(s), sort_keys=True) + "\n" for s in batch))
+    (out_dir / "tasks.json").write_text(json.dumps([task_of(s) for s in batch], indent=1, sort_keys=True) + "\n")
+    (out_dir / "label-config.xml").write_text(LABEL_CONFIG)
+
+
+class TaskProblem(ValueError):
+    """A task whose annotation cannot become a case; the message says what is wrong."""
+
+
+def labeled_case(task: dict[str, Any]) -> dict[str, Any] | None:
+    """The regression case a labeler's annotation of ``task`` (from a Label Studio export) makes,
+    or None when the task has no submitted annotation yet. The newest submitted annotation wins;
+    skipped (cancelled) ones are not labels. Raises :class:`TaskProblem`."""
+    data = task.get("data") or {}
+    case = data.get("case")
+    passages = data.get("passages")
+    if not isinstance(case, dict) or not isinstance(passages, list):
+        raise TaskProblem("not a ragmon task (data.case or data.passages missing)")
+    submitted = [a for a in task.get("annotations") or [] if not a.get("was_cancelled")]
+    if not submitted:
+        return None
+    newest = max(submitted, key=lambda a: (a.get("updated_at") or "", a.get("id") or 0))
+    choices, texts = {}, {}
+    for region in newest.get("result") or []:
+        value = region.get("value") or {}
+        if "choices" in value:
+            choices[region.get("from_name")] = value["choices"]
+        elif "text" in value:
+            texts[region.get("from_name")] = value["text"]
+    answerable = choices.get("answerable")
+    if answerable not in (["answerable"], ["unanswerable"]):
+        raise TaskProblem("the question is not marked answerable or unanswerable")
+    relevant = []
+    for passage in passages:
+        grade = choices.get(f"grade_{passage['idx']}")
+        if grade is None:
+            raise TaskProblem(f"passage {passage['idx']} ({passage['id']}) has no grade")
+        if grade not in (["0"], ["1"], ["2"]):
+            raise TaskProblem(f"passage {passage['idx']} ({passage['id']}): grade {grade!r} is not one of 0, 1, 2")
+        unit = {"doc_id": passage.get("doc_id") or passage["id"], "grade": int(grade[0])}
+        for key in ("doc_version", "span"):
+            if passage.get(key) is not None:
+                unit[key] = passage[key]
+        relevant.append(unit)
+    reference = " ".join(t.strip() for t in texts.get("reference_answer", []) if t.strip()) or None
+    if answerable == ["unanswerable"] and any(u["grade"] >= 1 for u in relevant):
+        raise TaskProblem("marked unanswerable, yet a passage is graded relevant")
+    return {**case, "expected": "answer" if answerable == ["answerable"] else "abstain",
+            "relevant": relevant, "reference_answer": reference}

@@ -1,8 +1,0 @@
-"""Alembic environment: migrations run on a connection handed in by ``monitor.store.upgrade``."""
-
-from alembic import context
-
-connection = context.config.attributes["connection"]
-context.configure(connection=connection, render_as_batch=connection.dialect.name == "sqlite")
-with context.begin_transaction():
-    context.run_migrations()
