@@ -20,7 +20,8 @@ it after a back-off; records are therefore delivered at least once, never lost.
 A batch becomes durable before anything is counted: durable sinks (catalog, samples) take and
 flush it first, then its dead letters are written in one go. Only then do the other sinks
 (metrics) see it, so a batch that is refused and retried is not counted twice. Its retry reuses the
-signals computed for its traces the first time, so the stateful signals see each trace once.
+signals and sampling decisions of its traces and feedback from the first attempt, so the stateful
+stages see each of them once.
 """
 
 from __future__ import annotations
@@ -47,7 +48,7 @@ log = logging.getLogger(__name__)
 
 @dataclass(slots=True)
 class Observation:
-    """A decoded, validated event and what the signals found in it, on its way to the sinks."""
+    """A decoded, validated event and what the stages made of it, on its way to the sinks."""
 
     event: Event
     source: str
