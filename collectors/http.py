@@ -5,16 +5,24 @@ and answers with the accepted and rejected counts and each rejection's position 
 It acknowledges (answers 200) only after the pipeline has processed and persisted the batch. When
 the pipeline refuses (a store is down) or too many requests are pending, it answers 503 with
 ``Retry-After``, and the client keeps the data.
+
+Who may send: with ``http.token`` set, every ingest path wants ``Authorization: Bearer <token>``
+(``/metrics`` wants ``http.metrics_token`` when that is set); a process refuses to serve a
+non-loopback address without a token (:func:`check_exposure`). A request carrying an ``Origin``
+header (a browser, possibly on another site's behalf) is refused unless ``http.allowed_origins``
+lists that origin, and ``/v1/events`` takes only JSON and NDJSON content types, so a cross-site
+form post cannot reach the pipeline.
 """
 
 from __future__ import annotations
 
 import contextlib
 import hmac
+import ipaddress
 import logging
 import threading
 import zlib
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 import msgspec
 from anyio import CapacityLimiter, to_thread
@@ -32,6 +40,37 @@ from ragmon.monitor.core.records import RawRecord
 log = logging.getLogger(__name__)
 SOURCE = "http"
 _ARRAY = msgspec.json.Decoder(list[msgspec.Raw])
+EVENT_MEDIA_TYPES = ("application/json", "application/x-ndjson", "application/jsonl")
+MAX_REJECTIONS_LISTED = 100  # an answer lists this many rejections, then counts the rest
+
+
+class ExposureRefused(Exception):
+    """The configuration would serve a non-loopback address to anyone; the message says what to set."""
+
+
+def is_loopback(host: str) -> bool:
+    """Whether ``host`` is a loopback address (``localhost``, 127.0.0.0/8, ``::1``). A name other
+    than ``localhost`` is not: it may resolve to anything."""
+    if host.lower() == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+def check_exposure(host: str, token: str | None, allow_unauthenticated: bool) -> bool:
+    """Whether serving ``host`` leaves the port open to anyone who can reach it: True only when
+    that was allowed on purpose (``http.allow_unauthenticated``). Raises :class:`ExposureRefused`
+    for a non-loopback address without a token that was not allowed."""
+    if token or is_loopback(host):
+        return False
+    if not allow_unauthenticated:
+        raise ExposureRefused(
+            f"http.host {host} is not a loopback address and http.token is not set: anyone who can reach "
+            "the port could send events; set http.token (RAGMON_HTTP__TOKEN), or set "
+            "http.allow_unauthenticated: true when a network policy already keeps strangers out")
+    return True
 
 
 class BodyError(Exception):
@@ -58,6 +97,14 @@ class PendingLimit:
     def leave(self) -> None:
         with self._lock:
             self._pending -= 1
+
+
+def bearer_matches(request: Request, expected: str | None) -> bool:
+    """Whether the request carries ``Authorization: Bearer <expected>`` (always, when nothing is expected)."""
+    if expected is None:
+        return True
+    given = request.headers.get("authorization", "")
+    return hmac.compare_digest(given.encode(), f"Bearer {expected}".encode())
 
 
 async def read_body(request: Request, max_bytes: int) -> bytes:
@@ -115,6 +162,8 @@ def split_events(body: bytes, content_type: str) -> list[bytes]:
             return [bytes(item) for item in _ARRAY.decode(stripped)]
         except msgspec.DecodeError:
             raise BodyError(400, "body starts like a JSON array but is not one") from None
+        except RecursionError:
+            raise BodyError(400, "body is a JSON array nested too deep") from None
     if b"\n" in stripped and not _is_json(stripped):  # NDJSON sent as plain JSON
         return _lines(stripped)
     return [stripped]  # one event (pretty-printed or not); the decoder judges it
@@ -138,7 +187,12 @@ def build_app(
     ready: Callable[[], bool],
     *,
     token: str | None = None,
+    catalog_token: str | None = None,
+    guard_catalog: bool = False,
+    metrics_token: str | None = None,
+    allowed_origins: Sequence[str] = (),
     max_body_bytes: int = 16 * 1024 * 1024,
+    max_records: int = 10_000,
     max_pending: int = 64,
     on_startup: Callable[[], None] | None = None,
     on_shutdown: Callable[[], None] | None = None,
@@ -147,41 +201,65 @@ def build_app(
 ) -> Starlette:
     """The ASGI app. ``ready`` answers /readyz; ``on_startup`` runs before the first request,
     ``on_shutdown`` after the last one. Without ``ingest`` (the scheduler process) only /metrics
-    and the health endpoints are served."""
+    and the health endpoints are served.
+
+    Catalog writes (document and index events) are a privilege: with ``catalog_token`` set, only
+    a request carrying it may make them (it is accepted as the ingest token too); without one,
+    ``guard_catalog`` (a non-loopback bind) refuses them to every HTTP client. Refused catalog
+    events are rejected as ``not_permitted`` and dead-lettered; the rest of the request goes on."""
     pending = PendingLimit(max_pending)
+    origins = frozenset(allowed_origins)
 
-    def authorized(request: Request) -> bool:
-        if token is None:
-            return True
-        given = request.headers.get("authorization", "")
-        return hmac.compare_digest(given.encode(), f"Bearer {token}".encode())
+    def may_write_catalog(request: Request) -> bool:
+        if catalog_token is not None:
+            return bearer_matches(request, catalog_token)
+        return not guard_catalog
 
-    async def events(request: Request) -> Response:
-        if not authorized(request):
+    def refused(request: Request, expected: str | None) -> Response | None:
+        """The answer refusing an ingest request, or None when it may go on."""
+        if not bearer_matches(request, expected) and not (catalog_token and bearer_matches(request, catalog_token)):
             return JSONResponse({"error": "missing or wrong bearer token"}, status_code=401,
                                 headers={"WWW-Authenticate": "Bearer"})
+        origin = request.headers.get("origin")
+        if origin is not None and origin not in origins:
+            return JSONResponse({"error": "requests from a browser origin are refused (http.allowed_origins)"},
+                                status_code=403)
+        return None
+
+    async def events(request: Request) -> Response:
+        if (answer := refused(request, token)) is not None:
+            return answer
+        media = request.headers.get("content-type", "").split(";")[0].strip().lower()
+        if media not in EVENT_MEDIA_TYPES:
+            return JSONResponse({"error": f"unsupported content type {media or '(none)'!r}: send "
+                                 f"{', '.join(EVENT_MEDIA_TYPES)}"}, status_code=415)
         if not pending.enter():
             return JSONResponse({"error": "too many pending requests"}, status_code=503,
                                 headers={"Retry-After": "1"})
         try:
-            return await ingest(request)
+            return await ingest_events(request, media)
         finally:
             pending.leave()
 
-    async def ingest(request: Request) -> Response:
+    async def ingest_events(request: Request, media: str) -> Response:
         try:
             body = await read_body(request, max_body_bytes)
         except BodyError as error:
             return JSONResponse({"error": str(error)}, status_code=error.status)
         origin = {"client": request.client.host if request.client else None}
+        catalog = may_write_catalog(request)
         try:
-            items = split_events(body, request.headers.get("content-type", ""))
-            records = [RawRecord(SOURCE, item, {**origin, "item": i}) for i, item in enumerate(items)]
+            items = split_events(body, media)
+            records = [RawRecord(SOURCE, item, {**origin, "item": i}, may_write_catalog=catalog)
+                       for i, item in enumerate(items)]
         except BodyError as error:
             # Unusable as a whole: it still goes through the pipeline, to be dead-lettered and counted.
-            records, unusable = [RawRecord(SOURCE, body, {**origin, "item": None})], error
+            records, unusable = [RawRecord(SOURCE, body, {**origin, "item": None}, may_write_catalog=catalog)], error
         else:
             unusable = None
+        if len(records) > max_records:  # nothing taken: the client splits the request and sends again
+            return JSONResponse({"error": f"{len(records)} events in one request exceed the limit of "
+                                 f"{max_records} (http.max_records_per_request)"}, status_code=413)
         try:
             result = await to_thread.run_sync(process, records)
         except Retryable as error:
@@ -189,15 +267,18 @@ def build_app(
             return JSONResponse({"error": "temporarily unavailable"}, status_code=503, headers={"Retry-After": "5"})
         if unusable is not None:
             return JSONResponse({"error": str(unusable), "accepted": 0, "rejected": 1}, status_code=400)
-        return JSONResponse({
+        answer = {
             "accepted": result.accepted, "rejected": result.rejected,
-            "rejections": [{"index": r.position, "reason": r.reason, "detail": r.detail} for r in result.rejections],
-        })
+            "rejections": [{"index": r.position, "reason": r.reason, "detail": r.detail}
+                           for r in result.rejections[:MAX_REJECTIONS_LISTED]],
+        }
+        if len(result.rejections) > MAX_REJECTIONS_LISTED:
+            answer["rejections_not_listed"] = len(result.rejections) - MAX_REJECTIONS_LISTED
+        return JSONResponse(answer)
 
     async def traces(request: Request) -> Response:
-        if not authorized(request):
-            return JSONResponse({"error": "missing or wrong bearer token"}, status_code=401,
-                                headers={"WWW-Authenticate": "Bearer"})
+        if (answer := refused(request, token)) is not None:
+            return answer
         if not pending.enter():
             return Response(b"too many pending requests", status_code=503, headers={"Retry-After": "1"})
         try:
@@ -216,6 +297,9 @@ def build_app(
     probes = CapacityLimiter(4)
 
     async def metrics(request: Request) -> Response:
+        if not bearer_matches(request, metrics_token):
+            return PlainTextResponse("missing or wrong bearer token", status_code=401,
+                                     headers={"WWW-Authenticate": "Bearer"})
         body = await to_thread.run_sync(generate_latest, registry, limiter=probes)
         return Response(body, media_type=CONTENT_TYPE_LATEST)
 

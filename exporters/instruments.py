@@ -90,6 +90,7 @@ class Metrics:
         self.job_last_success = made["ragmon_job_last_success_timestamp_seconds"]
         self.retention_deleted = made["ragmon_retention_deleted_total"]
         self.scheduler_leader = made["ragmon_scheduler_leader"]
+        self.http_unauthenticated = made["ragmon_http_unauthenticated"]
         # fed by the OTLP receiver (the MappingReport of ragmon.collectors.otlp)
         self.derived_ids = made["ragmon_derived_passage_ids_total"]
         self.unmapped = made["ragmon_unmapped_passages_total"]

@@ -6,6 +6,7 @@ import json
 import os
 from pathlib import Path
 
+import pytest
 from click.testing import CliRunner
 
 from ragmon.collectors.files import read_dead_letters
@@ -78,3 +79,13 @@ def test_config_check_names_the_bad_key(tmp_path):
     result = run(["--config", str(config), "config", "check"], tmp_path)
     assert result.exit_code == 2
     assert "limits.max_event_bites: unknown key" in result.output
+
+
+@pytest.mark.parametrize("command", ["serve", "scheduler"])
+@pytest.mark.parametrize("host", ["0.0.0.0", "10.1.2.3"])
+def test_a_non_loopback_address_without_a_token_is_refused_before_anything_opens(tmp_path, command, host):
+    result = run([command, "--host", host], tmp_path)
+    assert result.exit_code == 2
+    assert "http.token" in result.output and "allow_unauthenticated" in result.output
+    assert "serving" not in result.output and "scheduler on" not in result.output
+    assert not (tmp_path / "ragmon.db").exists()  # refused before the store was opened

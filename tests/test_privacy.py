@@ -52,8 +52,9 @@ def test_markers_reach_no_label_no_info_log_no_error(tmp_path, caplog):
     with caplog.at_level(logging.INFO):
         runtime = build_runtime(settings, clock=lambda: NOW, registry=CollectorRegistry())
         client = TestClient(build_app(runtime.pipeline.process, runtime.registry, runtime.ready))
-        answer = client.post("/v1/events", content=json.dumps(marked_events()))
-        broken = client.post("/v1/events", content=f'[{{"type": "trace", "query": "{MARK}"'.encode())
+        json_body = {"content-type": "application/json"}
+        answer = client.post("/v1/events", content=json.dumps(marked_events()), headers=json_body)
+        broken = client.post("/v1/events", content=f'[{{"type": "trace", "query": "{MARK}"'.encode(), headers=json_body)
         metrics = client.get("/metrics").text
         runtime.close()
     assert answer.status_code == 200 and broken.status_code == 400

@@ -4,6 +4,7 @@ the parts, run them, and print results as tables (or JSON)."""
 from __future__ import annotations
 
 import json
+import logging
 import sys
 import threading
 import time
@@ -35,6 +36,7 @@ EXAMPLE_EVENTS = Path(__file__).parent / "examples" / "events.jsonl"
 
 console = Console()
 errors = Console(stderr=True)
+log = logging.getLogger(__name__)
 
 
 def _settings(ctx: click.Context) -> Settings:
@@ -45,6 +47,36 @@ def _settings(ctx: click.Context) -> Settings:
         ctx.exit(2)
     logs.configure(settings.log.level, settings.log.format)
     return settings
+
+
+def _exposure(ctx: click.Context, settings: Settings, host: str) -> bool:
+    """Whether the port will be open to anyone on purpose (``http.allow_unauthenticated``); a
+    non-loopback address without a token that was not allowed ends the command with status 2."""
+    from ragmon.collectors.http import ExposureRefused, check_exposure
+
+    token = settings.http.token.get_secret_value() if settings.http.token else None
+    try:
+        unauthenticated = check_exposure(host, token, settings.http.allow_unauthenticated)
+    except ExposureRefused as error:
+        errors.print(f"[red]error:[/red] {error}", highlight=False)
+        ctx.exit(2)
+    if unauthenticated:
+        log.warning("serving %s without a token (http.allow_unauthenticated): anyone who can reach the port "
+                    "can send events", host)
+    return unauthenticated
+
+
+def _http_options(settings: Settings, host: str) -> dict:
+    """The options of the HTTP app that come from the ``http`` section and the address served."""
+    from ragmon.collectors.http import is_loopback
+
+    http = settings.http
+    return {"token": http.token.get_secret_value() if http.token else None,
+            "catalog_token": http.catalog_token.get_secret_value() if http.catalog_token else None,
+            "guard_catalog": not is_loopback(host),
+            "metrics_token": http.metrics_token.get_secret_value() if http.metrics_token else None,
+            "allowed_origins": http.allowed_origins, "max_body_bytes": http.max_body_bytes,
+            "max_records": http.max_records_per_request, "max_pending": http.max_pending_requests}
 
 
 class _Main(click.Group):
@@ -188,11 +220,14 @@ def serve(ctx: click.Context, host: str | None, port: int | None) -> None:
     from ragmon.collectors.http import build_app
 
     settings = _settings(ctx)
+    host = host or settings.http.host
+    port = port or settings.http.port
+    unauthenticated = _exposure(ctx, settings, host)
     runtime = build_runtime(settings)
+    runtime.metrics.http_unauthenticated.set(1 if unauthenticated else 0)
     otlp = build_otlp(runtime)
     sources = [*build_sources(runtime), *([otlp] if otlp is not None else [])]
     scheduler = build_scheduler(runtime, build_jobs(runtime)) if settings.scheduler.embedded else None
-    token = settings.http.token.get_secret_value() if settings.http.token else None
     settle_start_up_objects()
     server: uvicorn.Server
 
@@ -223,11 +258,8 @@ def serve(ctx: click.Context, host: str | None, port: int | None) -> None:
         rebalance), nor while the database is down."""
         return all(source.ready() for source in sources) and runtime.ready()
 
-    app = build_app(runtime.pipeline.process, runtime.registry, ready, token=token,
-                    max_body_bytes=settings.http.max_body_bytes, max_pending=settings.http.max_pending_requests,
+    app = build_app(runtime.pipeline.process, runtime.registry, ready, **_http_options(settings, host),
                     on_startup=start_sources, on_shutdown=stop, otlp=otlp)
-    host = host or settings.http.host
-    port = port or settings.http.port
     kafka = f", consuming {settings.kafka.traces_topic}" if settings.kafka.bootstrap_servers else ""
     routes = "POST /v1/events" + (", POST /v1/traces" if otlp is not None else "") + ", GET /metrics, /healthz, /readyz"
     errors.print(f"ragmon serving on http://{host}:{port}{kafka} ({routes})")
@@ -253,17 +285,19 @@ def scheduler_command(ctx: click.Context, host: str | None, port: int | None) ->
     from ragmon.collectors.http import build_app
 
     settings = _settings(ctx)
+    host = host or settings.http.host
+    port = port or settings.http.port
+    unauthenticated = _exposure(ctx, settings, host)
     runtime = build_runtime(settings)
+    runtime.metrics.http_unauthenticated.set(1 if unauthenticated else 0)
     runner = build_scheduler(runtime, build_jobs(runtime, standalone=True))
 
     def stop() -> None:
         runner.shutdown()
         runtime.close()
 
-    app = build_app(runtime.pipeline.process, runtime.registry, runtime.ready, ingest=False,
-                    on_startup=runner.start, on_shutdown=stop)
-    host = host or settings.http.host
-    port = port or settings.http.port
+    app = build_app(runtime.pipeline.process, runtime.registry, runtime.ready, **_http_options(settings, host),
+                    ingest=False, on_startup=runner.start, on_shutdown=stop)
     errors.print(f"ragmon scheduler on http://{host}:{port} (GET /metrics, /healthz, /readyz)")
     uvicorn.Server(uvicorn.Config(app, host=host, port=port, log_config=None, access_log=False,
                                   timeout_graceful_shutdown=30)).run()

@@ -26,6 +26,12 @@ class Limits(ConfigSection):
     max_clock_skew_seconds: PositiveFloat = Field(
         300.0, description="How far in the future a timestamp may be before the record is rejected."
     )
+    # Ceilings on what a trace adds to counters and histogram sums: a value above one is a unit
+    # mistake or a forgery, and once added it would stay in a counter for good.
+    max_tokens: PositiveInt = Field(10_000_000, description="Largest `usage.input_tokens` or `output_tokens` "
+                                    "of one trace.")
+    max_latency_ms: PositiveFloat = Field(86_400_000.0, description="Largest `latency_ms` of one stage (a day).")
+    max_cost_usd: PositiveFloat = Field(1_000_000.0, description="Largest `usage.cost_usd` of one trace.")
 
 
 

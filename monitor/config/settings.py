@@ -72,10 +72,24 @@ class LabelsConfig(ConfigSection):
 class HttpConfig(ConfigSection):
     """The one HTTP port of `ragmon serve`: ingest, metrics, health."""
 
-    host: str = Field("127.0.0.1", description="Address to listen on (0.0.0.0 in a container).")
+    host: str = Field("127.0.0.1", description="Address to listen on (0.0.0.0 in a container; a non-loopback "
+                      "address needs `token`, or `allow_unauthenticated`).")
     port: int = Field(4318, ge=1, le=65535, description="Port to listen on.")
-    token: SecretStr | None = Field(None, description="Bearer token required on ingest endpoints, if set.")
+    token: SecretStr | None = Field(None, description="Bearer token required on every ingest endpoint, if set.")
+    allow_unauthenticated: bool = Field(
+        False, description="Serve a non-loopback address without `token` (a WARNING at start and "
+        "`ragmon_http_unauthenticated 1`); otherwise `serve` and `scheduler` refuse to start.")
+    catalog_token: SecretStr | None = Field(
+        None, description="Bearer token that may write the catalog (document and index events) over HTTP. "
+        "Without it, catalog events over HTTP are refused (`not_permitted`) whenever `host` is not loopback; "
+        "the Kafka catalog topic is trusted by its own ACLs.")
+    metrics_token: SecretStr | None = Field(None, description="Bearer token required on /metrics, if set.")
+    allowed_origins: list[str] = Field(
+        default_factory=list, description="Browser origins (`https://app.example`) whose requests are accepted; "
+        "any other request carrying an `Origin` header is refused (403).")
     max_body_bytes: PositiveInt = Field(16 * 1024 * 1024, description="Largest request body accepted.")
+    max_records_per_request: PositiveInt = Field(
+        10_000, description="Most events in one ingest request; beyond it, 413 naming the count.")
     max_pending_requests: PositiveInt = Field(
         64, description="Ingest requests waiting or in progress; beyond it, 503 with Retry-After."
     )

@@ -26,8 +26,6 @@ from ragmon.monitor.core.model import (
     TraceEvent,
 )
 
-MAX_COST_USD = 1e6  # per trace; above it a value is a unit mistake, and it would poison a counter for good
-
 _AT = re.compile(r" - at `(?P<path>[^`]*)`$")
 _BACKTICKED = re.compile(r"`([^`]*)`")
 
@@ -160,16 +158,17 @@ class Decoder:
             if not _principals_fit(answer.citations, max_id, max_items):  # same bounds as ids
                 return False
         latency = trace.latency_ms
+        limits = self._limits
         if latency is not None and not all(
-            value is None or value >= 0
+            value is None or 0 <= value <= limits.max_latency_ms
             for value in (latency.retrieve, latency.rerank, latency.generate, latency.total)
         ):
             return False
         usage = trace.usage
         return usage is None or (
-            (usage.input_tokens is None or usage.input_tokens >= 0)
-            and (usage.output_tokens is None or usage.output_tokens >= 0)
-            and (usage.cost_usd is None or 0 <= usage.cost_usd <= MAX_COST_USD)
+            (usage.input_tokens is None or 0 <= usage.input_tokens <= limits.max_tokens)
+            and (usage.output_tokens is None or 0 <= usage.output_tokens <= limits.max_tokens)
+            and (usage.cost_usd is None or 0 <= usage.cost_usd <= limits.max_cost_usd)
         )
 
 
@@ -280,21 +279,25 @@ class _Checker:
             self._count(trace.answer.citations, "$.answer.citations")
             for i, citation in enumerate(trace.answer.citations):
                 self._id(citation, f"$.answer.citations[{i}]")
+        limits = self._limits
         if trace.usage is not None:
             for name in ("input_tokens", "output_tokens"):
-                if (getattr(trace.usage, name) or 0) < 0:
-                    raise InvalidInput(Reason.INVALID_VALUE, f"`$.usage.{name}` is negative", f"$.usage.{name}")
-            cost = trace.usage.cost_usd
-            if cost is not None and not 0 <= cost <= MAX_COST_USD:
-                raise InvalidInput(Reason.INVALID_VALUE, f"`$.usage.cost_usd` must be within 0 and {MAX_COST_USD:g}",
-                                   "$.usage.cost_usd")
+                self._within(getattr(trace.usage, name), limits.max_tokens, f"$.usage.{name}", "limits.max_tokens")
+            self._within(trace.usage.cost_usd, limits.max_cost_usd, "$.usage.cost_usd", "limits.max_cost_usd")
         if trace.latency_ms is not None:
             for stage in ("retrieve", "rerank", "generate", "total"):
-                value = getattr(trace.latency_ms, stage)
-                if value is not None and value < 0:
-                    raise InvalidInput(
-                        Reason.INVALID_VALUE, f"`$.latency_ms.{stage}` is negative", f"$.latency_ms.{stage}"
-                    )
+                self._within(getattr(trace.latency_ms, stage), limits.max_latency_ms, f"$.latency_ms.{stage}",
+                             "limits.max_latency_ms")
+
+    @staticmethod
+    def _within(value: float | None, ceiling: float, path: str, setting: str) -> None:
+        """A count, a duration or a cost: from 0 up to its ceiling (counters only ever grow)."""
+        if value is None:
+            return
+        if value < 0:
+            raise InvalidInput(Reason.INVALID_VALUE, f"`{path}` is negative", path)
+        if value > ceiling:
+            raise InvalidInput(Reason.INVALID_VALUE, f"`{path}` exceeds {ceiling:g} ({setting})", path)
 
     def _passages(self, passages: list[Passage], path: str) -> None:
         self._count(passages, path)

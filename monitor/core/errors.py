@@ -29,6 +29,7 @@ class Reason(StrEnum):
     TOO_LARGE = "too_large"  # the raw record exceeds the size limit
     TOO_MANY_PASSAGES = "too_many_passages"  # a passage list or the list of lists is too long
     TOO_LONG = "too_long"  # an id or a text exceeds its length limit
+    NOT_PERMITTED = "not_permitted"  # a catalog event from a sender without the catalog privilege
 
 
 class InvalidInput(Exception):

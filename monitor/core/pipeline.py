@@ -34,8 +34,8 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from ragmon.monitor.core.decode import Decoder
-from ragmon.monitor.core.errors import InvalidInput, Retryable
-from ragmon.monitor.core.model import Event, FeedbackEvent, TraceEvent
+from ragmon.monitor.core.errors import InvalidInput, Reason, Retryable
+from ragmon.monitor.core.model import DocumentEvent, Event, FeedbackEvent, IndexEvent, TraceEvent
 from ragmon.monitor.core.records import DeadLetter, RawRecord
 from ragmon.monitor.core.signals.results import Signals
 
@@ -280,6 +280,9 @@ class Pipeline:
         for position, record in enumerate(records):
             try:
                 event = self._decoder.decode(record.data, record.size)
+                if not record.may_write_catalog and isinstance(event, DocumentEvent | IndexEvent):
+                    raise InvalidInput(Reason.NOT_PERMITTED, f"{type(event).__struct_config__.tag} events "
+                                       "change the catalog: this sender lacks the catalog privilege")
             except InvalidInput as error:
                 letters.append(DeadLetter(record, error.reason, error.detail))
                 rejections.append(Rejection(position, error.reason.value, error.detail))

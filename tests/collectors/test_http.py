@@ -11,7 +11,8 @@ from prometheus_client import CollectorRegistry
 from starlette.testclient import TestClient
 
 from ragmon.collectors.files import read_dead_letters
-from ragmon.collectors.http import build_app
+from ragmon.collectors.http import MAX_REJECTIONS_LISTED, ExposureRefused, build_app, check_exposure
+from ragmon.exporters.prometheus import metric_sum
 from ragmon.monitor.app.wiring import build_runtime
 from ragmon.monitor.config.settings import load_settings
 from ragmon.monitor.core.errors import Retryable
@@ -25,6 +26,7 @@ from tests.collectors.contract import (  # noqa: F401  (the contract tests run h
 )
 
 NOW = 1_796_000_000.0
+JSON = {"content-type": "application/json"}
 
 
 class HttpHarness(SourceHarness):
@@ -79,7 +81,7 @@ def client_for(runtime, **options) -> TestClient:
 
 def test_array_object_and_ndjson_bodies(runtime):
     client = client_for(runtime)
-    array = client.post("/v1/events", content=json.dumps([trace(1), trace(2)]))
+    array = client.post("/v1/events", content=json.dumps([trace(1), trace(2)]), headers=JSON)
     single = client.post("/v1/events", json=trace(3))
     ndjson = client.post("/v1/events", content=b"\n".join(json.dumps(trace(i)).encode() for i in (4, 5, 6)),
                          headers={"content-type": "application/x-ndjson"})
@@ -104,7 +106,7 @@ def test_each_rejection_is_reported_by_position_and_dead_lettered(runtime, tmp_p
 def test_gzip_bodies_are_accepted(runtime):
     client = client_for(runtime)
     body = gzip.compress(json.dumps([trace(1), trace(2)]).encode())
-    answer = client.post("/v1/events", content=body, headers={"content-encoding": "gzip"})
+    answer = client.post("/v1/events", content=body, headers={"content-encoding": "gzip", **JSON})
     assert answer.status_code == 200 and answer.json()["accepted"] == 2
 
 
@@ -119,14 +121,14 @@ def test_gzip_bodies_are_accepted(runtime):
     ],
 )
 def test_bad_bodies_get_clear_statuses(runtime, body, headers, status):
-    answer = client_for(runtime, max_body_bytes=1000).post("/v1/events", content=body, headers=headers)
+    answer = client_for(runtime, max_body_bytes=1000).post("/v1/events", content=body, headers={**JSON, **headers})
     assert answer.status_code == status, answer.text
     assert answer.json()["error"]
 
 
 def test_an_unusable_body_is_dead_lettered_and_counted(runtime, tmp_path):
     client = client_for(runtime)
-    assert client.post("/v1/events", content=b'[{"type": "trace"').status_code == 400
+    assert client.post("/v1/events", content=b'[{"type": "trace"', headers=JSON).status_code == 400
     assert read_dead_letters(tmp_path / "dead.jsonl")[0]["reason"] == "malformed_json"
     assert 'ragmon_rejected_events_total{reason="malformed_json",source="http"} 1.0' in client.get("/metrics").text
 
@@ -195,5 +197,118 @@ def test_every_member_of_a_multi_member_gzip_body_counts(runtime):
 
 def test_a_truncated_gzip_body_is_refused(runtime):
     body = gzip.compress(json.dumps([trace(1), trace(2)]).encode())
-    answer = client_for(runtime).post("/v1/events", content=body[:-12], headers={"content-encoding": "gzip"})
+    answer = client_for(runtime).post("/v1/events", content=body[:-12], headers={"content-encoding": "gzip", **JSON})
     assert answer.status_code == 400 and "truncated" in answer.json()["error"]
+
+
+# --- who may send, and how much ------------------------------------------------------------------
+
+
+def test_the_scheduler_serves_no_ingest_with_or_without_a_token(runtime):
+    client = client_for(runtime, token="s3cret", ingest=False)
+    for headers in ({}, {"authorization": "Bearer s3cret"}):
+        assert client.post("/v1/events", json=trace(1), headers=headers).status_code in (404, 405)
+        assert client.post("/v1/traces", content=b"", headers=headers).status_code in (404, 405)
+    assert client.get("/metrics").status_code == 200
+    assert runtime.pipeline.stats.snapshot() == ({}, {})
+
+
+@pytest.mark.parametrize("content_type", [None, "text/plain", "application/x-www-form-urlencoded",
+                                          "multipart/form-data; boundary=x"])
+def test_only_json_and_ndjson_bodies_reach_the_pipeline(runtime, content_type):
+    headers = {"content-type": content_type} if content_type else {}
+    answer = client_for(runtime).post("/v1/events", content=json.dumps(trace(1)), headers=headers)
+    assert answer.status_code == 415 and "application/x-ndjson" in answer.json()["error"]
+    assert runtime.pipeline.stats.snapshot() == ({}, {})
+
+
+def test_a_request_from_a_browser_origin_is_refused_unless_the_origin_is_allowed(runtime):
+    client = client_for(runtime, allowed_origins=["https://ops.example"])
+    cross_site = client.post("/v1/events", content=json.dumps(trace(1)),
+                             headers={"origin": "https://evil.example", "content-type": "text/plain"})
+    assert cross_site.status_code == 403
+    assert client.post("/v1/events", json=trace(2), headers={"origin": "https://evil.example"}).status_code == 403
+    assert client.post("/v1/events", json=trace(2), headers={"origin": "null"}).status_code == 403
+    assert runtime.pipeline.stats.snapshot() == ({}, {})
+    assert client.post("/v1/events", json=trace(3), headers={"origin": "https://ops.example"}).status_code == 200
+
+
+def test_a_metrics_token_guards_metrics(runtime):
+    client = client_for(runtime, metrics_token="m3trics")
+    assert client.get("/metrics").status_code == 401
+    assert client.get("/metrics", headers={"authorization": "Bearer m3trics"}).status_code == 200
+    assert client.get("/healthz").status_code == 200
+
+
+def test_a_body_nested_too_deep_is_a_400_and_a_dead_letter(runtime, tmp_path):
+    client = client_for(runtime)
+    answer = client.post("/v1/events", content=b"[" * 10_000, headers=JSON)
+    assert answer.status_code == 400 and "nested too deep" in answer.json()["error"]
+    assert [letter["reason"] for letter in read_dead_letters(tmp_path / "dead.jsonl")] == ["malformed_json"]
+
+
+def test_too_many_events_in_one_request_are_refused_whole_naming_the_count(runtime):
+    body = b"\n".join(json.dumps(trace(i)).encode() for i in range(6))
+    answer = client_for(runtime, max_records=5).post("/v1/events", content=body,
+                                                     headers={"content-type": "application/x-ndjson"})
+    assert answer.status_code == 413 and "6 events" in answer.json()["error"]
+    assert runtime.pipeline.stats.snapshot() == ({}, {})
+
+
+def test_rejections_are_listed_up_to_a_limit_then_counted(runtime):
+    body = b"\n".join([b'{"type": "nothing"}'] * (MAX_REJECTIONS_LISTED + 50))
+    answer = client_for(runtime).post("/v1/events", content=body, headers={"content-type": "application/x-ndjson"})
+    assert answer.status_code == 200
+    result = answer.json()
+    assert result["rejected"] == MAX_REJECTIONS_LISTED + 50
+    assert len(result["rejections"]) == MAX_REJECTIONS_LISTED and result["rejections_not_listed"] == 50
+
+
+@pytest.mark.parametrize("host", ["127.0.0.1", "127.8.9.10", "::1", "[::1]", "localhost"])
+def test_loopback_needs_no_token(host):
+    assert check_exposure(host, None, allow_unauthenticated=False) is False
+
+
+@pytest.mark.parametrize("host", ["0.0.0.0", "::", "10.1.2.3", "ragmon.internal"])
+def test_another_address_needs_a_token_or_an_explicit_allowance(host):
+    with pytest.raises(ExposureRefused, match="http.token"):
+        check_exposure(host, None, allow_unauthenticated=False)
+    assert check_exposure(host, "s3cret", allow_unauthenticated=False) is False
+    assert check_exposure(host, None, allow_unauthenticated=True) is True
+
+
+def document(doc_id: str, version: str, acl: list[str]) -> dict:
+    return {"type": "document", "doc_id": doc_id, "version": version, "modified_at": NOW - 100, "tenant": "acme",
+            "acl": acl}
+
+
+def leak_of(doc_id: str) -> dict:
+    return {"type": "trace", "trace_id": "t-leak", "time": NOW - 10, "query": "q", "tenant": "acme",
+            "index": {"name": "policies"}, "caller": {"id": "u-1", "groups": ["staff"]},
+            "answer": {"text": "yes", "citations": []}, "context": [{"id": f"{doc_id}#1", "doc_id": doc_id}]}
+
+
+def test_a_forged_catalog_event_cannot_hide_the_next_leak(runtime, tmp_path):
+    """The attack: a client holding only the ingest token re-publishes a document as readable by
+    everyone, so that the next real leak of it is not counted."""
+    client = client_for(runtime, token="ingest", catalog_token="catalog", guard_catalog=True)
+    as_ingest, as_catalog = {"authorization": "Bearer ingest"}, {"authorization": "Bearer catalog"}
+    assert client.post("/v1/events", json=document("payroll", "1", ["group:hr"]), headers=as_catalog).json()[
+        "accepted"] == 1
+    forged = client.post("/v1/events", json=[document("payroll", "2", ["*"])], headers=as_ingest).json()
+    assert (forged["accepted"], [r["reason"] for r in forged["rejections"]]) == (0, ["not_permitted"])
+    assert runtime.catalog.document("payroll").acl == ("group:hr",)
+    assert client.post("/v1/events", json=leak_of("payroll"), headers=as_ingest).json()["accepted"] == 1
+    assert metric_sum(runtime.registry, "ragmon_permission_violations_total", stage="context") == 1
+    assert [letter["reason"] for letter in read_dead_letters(tmp_path / "dead.jsonl")] == ["not_permitted"]
+
+
+def test_without_a_catalog_token_a_non_loopback_port_takes_no_catalog_events(runtime):
+    client = client_for(runtime, token="ingest", guard_catalog=True)
+    answer = client.post("/v1/events", json=[document("d1", "1", ["*"]), trace(1)],
+                         headers={"authorization": "Bearer ingest"}).json()
+    assert (answer["accepted"], answer["rejections"][0]["reason"]) == (1, "not_permitted")
+    assert runtime.catalog.document("d1") is None
+    # on loopback (the embedded default) the catalog may be written over HTTP
+    loopback = client_for(runtime).post("/v1/events", json=document("d1", "1", ["*"])).json()
+    assert loopback["accepted"] == 1 and runtime.catalog.document("d1") is not None

@@ -305,6 +305,9 @@ def test_error_statuses(tmp_path):
     assert client.post("/v1/traces", content=b"{not json", headers={**auth, "content-type": "application/json"}
                        ).status_code == 400
     assert client.post("/v1/traces", content=body, headers={**auth, "content-type": "text/plain"}).status_code == 415
+    # a browser on another site's page, even holding the token: refused before anything is read
+    assert client.post("/v1/traces", content=body, headers={**protobuf, "origin": "https://evil.example"}
+                       ).status_code == 403
     assert client.post("/v1/traces", content=b"\x00" * 30_000, headers=protobuf).status_code == 413
     # five spans of one trace, two kept: 200 with partial success
     partial = client.post("/v1/traces", content=gzip.compress(body), headers={**protobuf, "content-encoding": "gzip"})

@@ -25,6 +25,7 @@ CRDS = ["--api-versions", "monitoring.coreos.com/v1/ServiceMonitor",
 RECOMMENDED = {"app.kubernetes.io/name", "app.kubernetes.io/instance", "app.kubernetes.io/version",
                "app.kubernetes.io/managed-by", "app.kubernetes.io/part-of", "app.kubernetes.io/component",
                "helm.sh/chart"}
+AUTH = ["--set", "auth.existingSecret=ragmon-auth"]  # every install needs the ingest token
 VALUE_SETS = {
     "defaults": [],
     "with-crds": CRDS,
@@ -49,7 +50,7 @@ def helm(*args: str) -> subprocess.CompletedProcess:
 
 def render(*args: str) -> list[dict]:
     # a helm built with `go install` carries no Kubernetes version of its own (it assumes 1.20)
-    done = helm("template", "rag", str(CHART), "--namespace", "monitoring", "--kube-version", KUBE, *args)
+    done = helm("template", "rag", str(CHART), "--namespace", "monitoring", "--kube-version", KUBE, *AUTH, *args)
     assert done.returncode == 0, done.stderr
     return [doc for doc in yaml.safe_load_all(done.stdout) if doc]
 
@@ -60,7 +61,7 @@ def by_kind(docs: list[dict]) -> dict[tuple[str, str], dict]:
 
 @pytest.mark.parametrize("name", sorted(VALUE_SETS))
 def test_lint_strict_passes(name):
-    done = helm("lint", "--strict", "--kube-version", KUBE, str(CHART),
+    done = helm("lint", "--strict", "--kube-version", KUBE, str(CHART), *AUTH,
                 *[a for a in VALUE_SETS[name] if not a.startswith("--api") and not a.startswith("monitoring.")])
     assert done.returncode == 0, done.stdout + done.stderr
 
@@ -137,7 +138,8 @@ def test_monitoring_objects_follow_the_crds_and_carry_the_generated_content():
 
 
 def test_a_database_shared_by_every_pod_is_required():
-    without = helm("template", "rag", str(CHART), "--kube-version", KUBE, "--set", "secrets.RAGMON_DATABASE__URL=null")
+    without = helm("template", "rag", str(CHART), "--kube-version", KUBE, *AUTH,
+                   "--set", "secrets.RAGMON_DATABASE__URL=null")
     assert without.returncode != 0 and "every ragmon pod must share one PostgreSQL database" in without.stderr
     in_config = render("--set", "secrets.RAGMON_DATABASE__URL=null",
                        "--set", "config.database.url=postgresql+psycopg://ragmon@db/ragmon")
@@ -145,7 +147,22 @@ def test_a_database_shared_by_every_pod_is_required():
 
 
 def test_the_values_schema_refuses_a_typo_and_a_wrong_type():
-    typo = helm("template", "rag", str(CHART), "--kube-version", KUBE, "--set", "collector.replica=3")
+    typo = helm("template", "rag", str(CHART), "--kube-version", KUBE, *AUTH, "--set", "collector.replica=3")
     assert typo.returncode != 0 and "replica" in typo.stderr
-    wrong = helm("template", "rag", str(CHART), "--kube-version", KUBE, "--set", "serviceMonitor.enabled=sometimes")
+    wrong = helm("template", "rag", str(CHART), "--kube-version", KUBE, *AUTH,
+                 "--set", "serviceMonitor.enabled=sometimes")
     assert wrong.returncode != 0
+
+
+def test_an_ingest_token_is_required_and_reaches_every_pod():
+    without = helm("template", "rag", str(CHART), "--kube-version", KUBE)
+    assert without.returncode != 0 and "auth.existingSecret" in without.stderr
+    existing = by_kind(render())
+    made = by_kind(render("--set", "auth.existingSecret=", "--set", "auth.token=s3cret"))
+    assert ("Secret", "rag-ragmon-auth") not in existing
+    assert made[("Secret", "rag-ragmon-auth")]["stringData"] == {"token": "s3cret"}
+    for docs, secret in ((existing, "ragmon-auth"), (made, "rag-ragmon-auth")):
+        for deployment in ("rag-ragmon-collector", "rag-ragmon-scheduler"):
+            env = docs[("Deployment", deployment)]["spec"]["template"]["spec"]["containers"][0]["env"]
+            token = next(e for e in env if e["name"] == "RAGMON_HTTP__TOKEN")
+            assert token["valueFrom"]["secretKeyRef"] == {"name": secret, "key": "token"}

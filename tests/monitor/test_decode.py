@@ -110,6 +110,11 @@ def test_other_event_kinds_decode():
         (trace(trace_id=""), Reason.INVALID_VALUE, "$.trace_id"),
         (trace(latency_ms={"total": -1}), Reason.INVALID_VALUE, "$.latency_ms.total"),
         (trace(usage={"input_tokens": -5}), Reason.INVALID_VALUE, "$.usage.input_tokens"),
+        # forged or unit-mistaken magnitudes would stay in the counters and histogram sums for good
+        (trace(usage={"input_tokens": 10**30}), Reason.INVALID_VALUE, "$.usage.input_tokens"),
+        (trace(usage={"output_tokens": 10_000_001}), Reason.INVALID_VALUE, "$.usage.output_tokens"),
+        (trace(latency_ms={"generate": 1e308}), Reason.INVALID_VALUE, "$.latency_ms.generate"),
+        (trace(latency_ms={"total": 86_400_001}), Reason.INVALID_VALUE, "$.latency_ms.total"),
         (trace(usage={"output_tokens": -1}), Reason.INVALID_VALUE, "$.usage.output_tokens"),
         (trace(usage={"cost_usd": 1e308}), Reason.INVALID_VALUE, "$.usage.cost_usd"),
         (trace(usage={"cost_usd": -0.01}), Reason.INVALID_VALUE, "$.usage.cost_usd"),
@@ -240,9 +245,10 @@ def near_limit_traces(draw):
         "answer": maybe(st.fixed_dictionaries({"text": sized_text(12),
                                                "citations": st.lists(sized_text(6), max_size=4)})),
         "latency_ms": maybe(st.fixed_dictionaries({}, optional={
-            stage: st.sampled_from([-1, 0, 5]) for stage in ("retrieve", "rerank", "generate", "total")})),
+            stage: st.sampled_from([-1, 0, 5, 9e7]) for stage in ("retrieve", "rerank", "generate", "total")})),
         "usage": maybe(st.fixed_dictionaries({}, optional={
-            "input_tokens": st.sampled_from([-1, 0, 7]), "output_tokens": st.sampled_from([-1, 0, 7]),
+            "input_tokens": st.sampled_from([-1, 0, 7, 2 * 10**7]),
+            "output_tokens": st.sampled_from([-1, 0, 7, 2 * 10**7]),
             "cost_usd": st.sampled_from([-0.5, 0.0, 0.2, 2e6])})),
     }
     for name, strategy in optional.items():

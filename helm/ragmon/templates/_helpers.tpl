@@ -33,6 +33,11 @@ app.kubernetes.io/component: {{ .component }}
 {{ .Values.image.repository }}:{{ .Values.image.tag | default .Chart.AppVersion }}
 {{- end -}}
 
+{{/* The Secret holding the ingest token: the existing one named in auth.existingSecret, else the chart's own. */}}
+{{- define "ragmon.authSecret" -}}
+{{- if .Values.auth.existingSecret -}}{{ .Values.auth.existingSecret }}{{- else -}}{{ include "ragmon.fullname" . }}-auth{{- end -}}
+{{- end -}}
+
 {{/* "auto": when the cluster serves the CRD's API; otherwise the boolean given. */}}
 {{- define "ragmon.wanted" -}}
 {{- $setting := index . 0 -}}{{- $api := index . 1 -}}{{- $root := index . 2 -}}
@@ -73,6 +78,11 @@ containers:
       - name: {{ $name }}
         value: {{ $value | quote }}
       {{- end }}
+      - name: RAGMON_HTTP__TOKEN
+        valueFrom:
+          secretKeyRef:
+            name: {{ include "ragmon.authSecret" $root }}
+            key: {{ $root.Values.auth.secretKey }}
       {{- range $name, $ref := $root.Values.secrets }}
       - name: {{ $name }}
         valueFrom:
