@@ -21,9 +21,11 @@ import hmac
 import ipaddress
 import logging
 import threading
+import time
 import zlib
 from collections.abc import Callable, Sequence
 
+import anyio
 import msgspec
 from anyio import CapacityLimiter, to_thread
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
@@ -80,11 +82,14 @@ class BodyError(Exception):
 
 
 class PendingLimit:
-    """Counts requests in progress; refuses beyond ``limit``."""
+    """Counts requests being processed; refuses beyond ``limit``, and tells how long every slot has
+    been busy (``saturated``), for the readiness probe."""
 
-    def __init__(self, limit: int) -> None:
+    def __init__(self, limit: int, clock: Callable[[], float] = time.monotonic) -> None:
         self._limit = limit
         self._pending = 0
+        self._full_since: float | None = None
+        self._clock = clock
         self._lock = threading.Lock()
 
     def enter(self) -> bool:
@@ -92,11 +97,68 @@ class PendingLimit:
             if self._pending >= self._limit:
                 return False
             self._pending += 1
+            if self._pending == self._limit:
+                self._full_since = self._clock()
             return True
 
     def leave(self) -> None:
         with self._lock:
             self._pending -= 1
+            self._full_since = None
+
+    def saturated(self, for_seconds: float) -> bool:
+        """Whether every slot has been busy for at least ``for_seconds``."""
+        with self._lock:
+            return self._full_since is not None and self._clock() - self._full_since >= for_seconds
+
+
+class ByteBudget:
+    """Bytes of request bodies held at once in this process, read or decompressed. A request takes
+    from it as its body arrives (:meth:`lease`) and gives everything back when it is answered; one
+    that would go over the budget is refused (503), so many large or slow bodies at once cannot
+    exhaust memory."""
+
+    def __init__(self, limit: int) -> None:
+        self._limit = limit
+        self._held = 0
+        self._lock = threading.Lock()
+
+    def lease(self) -> Lease:
+        return Lease(self)
+
+    def _take(self, n: int) -> bool:
+        with self._lock:
+            if self._held + n > self._limit:
+                return False
+            self._held += n
+            return True
+
+    def _give(self, n: int) -> None:
+        with self._lock:
+            self._held -= n
+
+    @property
+    def held(self) -> int:
+        with self._lock:
+            return self._held
+
+
+class Lease:
+    """One request's share of a :class:`ByteBudget`."""
+
+    def __init__(self, budget: ByteBudget) -> None:
+        self._budget = budget
+        self._held = 0
+
+    def take(self, n: int) -> None:
+        """Hold ``n`` more bytes; :class:`BodyError` 503 when the process holds too much already."""
+        if not self._budget._take(n):
+            raise BodyError(503, "the server holds too many request bodies at once; retry shortly")
+        self._held += n
+
+    def release(self) -> None:
+        self._budget._give(self._held)
+        self._held = 0
 
 
 def bearer_matches(request: Request, expected: str | None) -> bool:
@@ -107,46 +169,87 @@ def bearer_matches(request: Request, expected: str | None) -> bool:
     return hmac.compare_digest(given.encode(), f"Bearer {expected}".encode())
 
 
-async def read_body(request: Request, max_bytes: int) -> bytes:
-    """The request body, gunzipped if needed, never more than ``max_bytes`` held."""
+async def read_body(request: Request, max_bytes: int, lease: Lease | None = None, timeout: float = 30.0) -> bytes:
+    """The request body, gunzipped if needed, never more than ``max_bytes`` held, every byte taken
+    from ``lease``. A body not received within ``timeout`` seconds is a 408: a client trickling
+    its body holds no more than its bytes. Decompression runs on a worker thread, bounded in
+    members, ratio and time (:func:`gunzip`)."""
+    lease = lease or ByteBudget(max_bytes * 2).lease()
     declared = request.headers.get("content-length")
     if declared is not None and declared.isdigit() and int(declared) > max_bytes:
         raise BodyError(413, f"body of {declared} bytes exceeds the limit of {max_bytes}")
-    chunks, size = [], 0
-    async for chunk in request.stream():
-        size += len(chunk)
-        if size > max_bytes:
-            raise BodyError(413, f"body exceeds the limit of {max_bytes} bytes")
-        chunks.append(chunk)
-    body = b"".join(chunks)
     encoding = request.headers.get("content-encoding", "identity").lower()
-    if encoding == "gzip":
-        return gunzip(body, max_bytes)
-    if encoding != "identity":
+    if encoding not in ("gzip", "identity"):
         raise BodyError(415, f"unsupported content encoding {encoding!r}")
+    chunks, size = [], 0
+    try:
+        with anyio.fail_after(timeout):
+            async for chunk in request.stream():
+                size += len(chunk)
+                if size > max_bytes:
+                    raise BodyError(413, f"body exceeds the limit of {max_bytes} bytes")
+                lease.take(len(chunk))
+                chunks.append(chunk)
+    except TimeoutError:
+        raise BodyError(408, f"body not received within {timeout:g} s (http.body_timeout_seconds)") from None
+    body = b"".join(chunks)
+    if encoding == "gzip":
+        inflated = await to_thread.run_sync(gunzip, body, max_bytes)
+        lease.take(len(inflated))
+        return inflated
     return body
 
 
-def gunzip(body: bytes, max_bytes: int) -> bytes:
-    """Every member of a gzip body (concatenated members are valid gzip), never more than
-    ``max_bytes`` of output; a truncated or corrupt body is an error, not a shorter body."""
+MAX_GZIP_MEMBERS = 64  # concatenated members are valid gzip; a real client sends one
+MAX_GZIP_RATIO = 1000  # JSON compresses 10-50x; far more is a bomb
+MAX_GZIP_SECONDS = 2.0
+_GZIP_CHUNK = 64 * 1024  # input fed, and output taken, this much at a time
+
+
+def gunzip(body: bytes, max_bytes: int, clock: Callable[[], float] = time.monotonic) -> bytes:
+    """Every member of a gzip body, never more than ``max_bytes`` of output, at most
+    :data:`MAX_GZIP_MEMBERS` members, :data:`MAX_GZIP_RATIO` times the input and
+    :data:`MAX_GZIP_SECONDS` of work; a truncated or corrupt body is an error, not a shorter body.
+
+    The input is fed in pieces: zlib copies whatever follows a member's end, and a copy of the
+    whole rest per member would be megabytes per member."""
+    started = clock()
+    ceiling = min(max_bytes, max(len(body) * MAX_GZIP_RATIO, 64 * 1024))
+    view = memoryview(body)
     out: list[bytes] = []
-    size = 0
-    rest = body
-    while rest:
+    size = members = position = 0
+    while position < len(body):
+        members += 1
+        if members > MAX_GZIP_MEMBERS:
+            raise BodyError(400, f"gzip body has more than {MAX_GZIP_MEMBERS} members")
         inflater = zlib.decompressobj(wbits=31)
-        try:
-            chunk = inflater.decompress(rest, max_bytes + 1 - size)
-        except zlib.error:
-            raise BodyError(400, "body is not valid gzip") from None
-        size += len(chunk)
-        out.append(chunk)
-        if size > max_bytes or inflater.unconsumed_tail:
-            raise BodyError(413, f"decompressed body exceeds the limit of {max_bytes} bytes")
-        if not inflater.eof:
-            raise BodyError(400, "gzip body is truncated")
-        rest = inflater.unused_data
+        while not inflater.eof:
+            if position >= len(body):
+                raise BodyError(400, "gzip body is truncated")
+            pending = view[position:position + _GZIP_CHUNK]
+            position += len(pending)
+            while True:
+                try:
+                    chunk = inflater.decompress(pending, _GZIP_CHUNK)
+                except zlib.error:
+                    raise BodyError(400, "body is not valid gzip") from None
+                size += len(chunk)
+                out.append(chunk)
+                if size > ceiling:
+                    raise BodyError(413, f"decompressed body exceeds the limit of {ceiling} bytes "
+                                    f"(http.max_body_bytes, or {MAX_GZIP_RATIO} times the compressed size)")
+                if clock() - started > MAX_GZIP_SECONDS:
+                    raise BodyError(400, f"gzip body took more than {MAX_GZIP_SECONDS:g} s to decompress")
+                pending = inflater.unconsumed_tail
+                if inflater.eof or not pending:
+                    break
+        position -= len(inflater.unused_data)  # the start of the next member, read again
     return b"".join(out)
+
+
+
+def _retry_after(error: BodyError) -> dict[str, str]:
+    return {"Retry-After": "1"} if error.status == 503 else {}
 
 
 def split_events(body: bytes, content_type: str) -> list[bytes]:
@@ -194,6 +297,9 @@ def build_app(
     max_body_bytes: int = 16 * 1024 * 1024,
     max_records: int = 10_000,
     max_pending: int = 64,
+    body_timeout: float = 30.0,
+    max_inflight_bytes: int = 256 * 1024 * 1024,
+    saturation_seconds: float = 10.0,
     on_startup: Callable[[], None] | None = None,
     on_shutdown: Callable[[], None] | None = None,
     otlp: OtlpReceiver | None = None,
@@ -206,8 +312,14 @@ def build_app(
     Catalog writes (document and index events) are a privilege: with ``catalog_token`` set, only
     a request carrying it may make them (it is accepted as the ingest token too); without one,
     ``guard_catalog`` (a non-loopback bind) refuses them to every HTTP client. Refused catalog
-    events are rejected as ``not_permitted`` and dead-lettered; the rest of the request goes on."""
+    events are rejected as ``not_permitted`` and dead-lettered; the rest of the request goes on.
+
+    A body is read (within ``body_timeout``, its bytes taken from the process-wide
+    ``max_inflight_bytes``) before the request takes one of the ``max_pending`` processing slots,
+    so a client trickling its body holds no slot; /readyz answers 503 once every slot has been
+    busy for ``saturation_seconds``, so that an orchestrator routes new traffic elsewhere."""
     pending = PendingLimit(max_pending)
+    budget = ByteBudget(max_inflight_bytes)
     origins = frozenset(allowed_origins)
 
     def may_write_catalog(request: Request) -> bool:
@@ -233,19 +345,23 @@ def build_app(
         if media not in EVENT_MEDIA_TYPES:
             return JSONResponse({"error": f"unsupported content type {media or '(none)'!r}: send "
                                  f"{', '.join(EVENT_MEDIA_TYPES)}"}, status_code=415)
-        if not pending.enter():
-            return JSONResponse({"error": "too many pending requests"}, status_code=503,
-                                headers={"Retry-After": "1"})
+        lease = budget.lease()
         try:
-            return await ingest_events(request, media)
+            try:
+                body = await read_body(request, max_body_bytes, lease, body_timeout)
+            except BodyError as error:
+                return JSONResponse({"error": str(error)}, status_code=error.status, headers=_retry_after(error))
+            if not pending.enter():
+                return JSONResponse({"error": "too many pending requests"}, status_code=503,
+                                    headers={"Retry-After": "1"})
+            try:
+                return await ingest_events(request, media, body)
+            finally:
+                pending.leave()
         finally:
-            pending.leave()
+            lease.release()
 
-    async def ingest_events(request: Request, media: str) -> Response:
-        try:
-            body = await read_body(request, max_body_bytes)
-        except BodyError as error:
-            return JSONResponse({"error": str(error)}, status_code=error.status)
+    async def ingest_events(request: Request, media: str, body: bytes) -> Response:
         origin = {"client": request.client.host if request.client else None}
         catalog = may_write_catalog(request)
         try:
@@ -279,18 +395,23 @@ def build_app(
     async def traces(request: Request) -> Response:
         if (answer := refused(request, token)) is not None:
             return answer
-        if not pending.enter():
-            return Response(b"too many pending requests", status_code=503, headers={"Retry-After": "1"})
+        lease = budget.lease()
         try:
             try:
-                body = await read_body(request, max_body_bytes)
+                body = await read_body(request, max_body_bytes, lease, body_timeout)
             except BodyError as error:
-                return Response(str(error).encode(), status_code=error.status, media_type="text/plain")
-            answer = await to_thread.run_sync(otlp.receive, body, request.headers.get("content-type", ""))
+                return Response(str(error).encode(), status_code=error.status, media_type="text/plain",
+                                headers=_retry_after(error))
+            if not pending.enter():
+                return Response(b"too many pending requests", status_code=503, headers={"Retry-After": "1"})
+            try:
+                answer = await to_thread.run_sync(otlp.receive, body, request.headers.get("content-type", ""))
+            finally:
+                pending.leave()
             return Response(answer.body, status_code=answer.status, media_type=answer.content_type,
                             headers=answer.headers)
         finally:
-            pending.leave()
+            lease.release()
 
     # Scrapes and probes get worker threads of their own: they must answer while ingest
     # requests hold every other worker, waiting for the pipeline.
@@ -307,6 +428,8 @@ def build_app(
         return PlainTextResponse("ok")
 
     async def readyz(request: Request) -> Response:
+        if pending.saturated(saturation_seconds):
+            return PlainTextResponse("not ready: every ingest slot busy", status_code=503)
         ok = await to_thread.run_sync(ready, limiter=probes)
         return PlainTextResponse("ready" if ok else "not ready", status_code=200 if ok else 503)
 

@@ -76,7 +76,9 @@ def _http_options(settings: Settings, host: str) -> dict:
             "guard_catalog": not is_loopback(host),
             "metrics_token": http.metrics_token.get_secret_value() if http.metrics_token else None,
             "allowed_origins": http.allowed_origins, "max_body_bytes": http.max_body_bytes,
-            "max_records": http.max_records_per_request, "max_pending": http.max_pending_requests}
+            "max_records": http.max_records_per_request, "max_pending": http.max_pending_requests,
+            "body_timeout": http.body_timeout_seconds, "max_inflight_bytes": http.max_inflight_bytes,
+            "saturation_seconds": http.saturation_seconds}
 
 
 class _Main(click.Group):

@@ -5,6 +5,7 @@ nothing else of the configuration."""
 from __future__ import annotations
 
 import re
+from datetime import UTC, datetime
 
 from pydantic import Field, PositiveFloat, PositiveInt, field_validator, model_validator
 
@@ -26,6 +27,10 @@ class Limits(ConfigSection):
     max_clock_skew_seconds: PositiveFloat = Field(
         300.0, description="How far in the future a timestamp may be before the record is rejected."
     )
+    min_catalog_time: datetime = Field(
+        datetime(2000, 1, 1, tzinfo=UTC), description="Earliest `modified_at` of a document event and "
+        "`indexed_at` of an index event: an older one is a forgery or a zero value, and would make an "
+        "index look stale for decades.")
     # Ceilings on what a trace adds to counters and histogram sums: a value above one is a unit
     # mistake or a forgery, and once added it would stay in a counter for good.
     max_tokens: PositiveInt = Field(10_000_000, description="Largest `usage.input_tokens` or `output_tokens` "

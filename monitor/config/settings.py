@@ -91,8 +91,15 @@ class HttpConfig(ConfigSection):
     max_records_per_request: PositiveInt = Field(
         10_000, description="Most events in one ingest request; beyond it, 413 naming the count.")
     max_pending_requests: PositiveInt = Field(
-        64, description="Ingest requests waiting or in progress; beyond it, 503 with Retry-After."
+        64, description="Ingest requests being processed at once; beyond it, 503 with Retry-After."
     )
+    body_timeout_seconds: PositiveFloat = Field(
+        30.0, description="Time a client has to send its request body; a slower one gets 408.")
+    max_inflight_bytes: PositiveInt = Field(
+        256 * 1024 * 1024, description="Request bodies held at once by the process, read or decompressed; "
+        "beyond it, 503 with Retry-After.")
+    saturation_seconds: PositiveFloat = Field(
+        10.0, description="/readyz answers 503 once every ingest slot has been busy this long.")
 
 
 class OtlpConfig(ConfigSection):

@@ -240,14 +240,14 @@ class _Checker:
             self._id(event.doc_id, "$.doc_id")
             self._id(event.version, "$.version")
             self._id(event.tenant, "$.tenant")
-            event.modified_at = self._time(event.modified_at, "$.modified_at")
+            event.modified_at = self._catalog_time(event.modified_at, "$.modified_at")
             self._principals(event.acl, "$.acl")
         elif isinstance(event, IndexEvent):
             self._id(event.index, "$.index")
             self._id(event.doc_id, "$.doc_id")
             self._id(event.version, "$.version")
             self._id(event.embedding_model, "$.embedding_model", required=False)
-            event.indexed_at = self._time(event.indexed_at, "$.indexed_at")
+            event.indexed_at = self._catalog_time(event.indexed_at, "$.indexed_at")
         return event
 
     def _trace(self, trace: TraceEvent) -> None:
@@ -357,6 +357,15 @@ class _Checker:
                 f"`{path}` is {len(value)} characters, the limit is {self._limits.max_text_length}",
                 path,
             )
+
+    def _catalog_time(self, value: datetime | float, path: str) -> float:
+        """A time of the catalog: a timestamp no earlier than ``limits.min_catalog_time``."""
+        seconds = self._time(value, path)
+        floor = self._limits.min_catalog_time
+        if seconds < floor.timestamp():
+            raise InvalidInput(Reason.BAD_TIMESTAMP, f"`{path}` is before {floor.date().isoformat()} "
+                               "(limits.min_catalog_time)", path)
+        return seconds
 
     def _time(self, value: datetime | float, path: str) -> float:
         seconds = _seconds(value)

@@ -312,3 +312,44 @@ def test_without_a_catalog_token_a_non_loopback_port_takes_no_catalog_events(run
     # on loopback (the embedded default) the catalog may be written over HTTP
     loopback = client_for(runtime).post("/v1/events", json=document("d1", "1", ["*"])).json()
     assert loopback["accepted"] == 1 and runtime.catalog.document("d1") is not None
+
+
+def test_request_bodies_held_at_once_are_bounded_process_wide(runtime):
+    client = client_for(runtime, max_inflight_bytes=1000)
+    body = b"\n".join(json.dumps(trace(i)).encode() for i in range(10))  # about 2 KB
+    answer = client.post("/v1/events", content=body, headers={"content-type": "application/x-ndjson"})
+    assert answer.status_code == 503 and answer.headers["retry-after"] == "1"
+    assert client.post("/v1/events", json=trace(1)).status_code == 200  # the budget was given back
+
+
+def test_a_gzip_body_of_many_members_or_a_huge_ratio_is_refused(runtime):
+    client = client_for(runtime)
+    members = client.post("/v1/events", content=gzip.compress(b"") * 65,
+                          headers={"content-encoding": "gzip", **JSON})
+    assert members.status_code == 400 and "members" in members.json()["error"]
+    bomb = client.post("/v1/events", content=gzip.compress(b"[" + b" " * 12_000_000 + b"]"),
+                       headers={"content-encoding": "gzip", **JSON})
+    assert bomb.status_code == 413 and "times the compressed size" in bomb.json()["error"]
+    two = b"".join(gzip.compress(json.dumps(trace(i)).encode() + b"\n") for i in (1, 2))
+    assert client.post("/v1/events", content=two, headers={"content-encoding": "gzip", "content-type":
+                                                            "application/x-ndjson"}).json()["accepted"] == 2
+
+
+def test_readiness_fails_once_every_slot_stays_busy():
+    entered, release = threading.Event(), threading.Event()
+
+    def slow(records):
+        entered.set()
+        release.wait(10)
+        return BatchResult(accepted=len(records))
+
+    client = TestClient(build_app(slow, CollectorRegistry(), lambda: True, max_pending=1, saturation_seconds=0.0))
+    assert client.get("/readyz").status_code == 200
+    worker = threading.Thread(target=lambda: client.post("/v1/events", json=trace(1)))
+    worker.start()
+    assert entered.wait(5)
+    saturated = client.get("/readyz")
+    release.set()
+    worker.join(10)
+    assert saturated.status_code == 503 and "slot" in saturated.text
+    assert client.get("/readyz").status_code == 200

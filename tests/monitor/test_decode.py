@@ -129,6 +129,10 @@ def test_other_event_kinds_decode():
         (trace(time=NOW + 3600), Reason.FUTURE_TIMESTAMP, "$.time"),
         ({"type": "document", "doc_id": "d", "version": "1", "modified_at": "2033-01-01T00:00:00Z"},
          Reason.FUTURE_TIMESTAMP, "$.modified_at"),
+        # a catalog dated 1970 would make an index look stale for decades: a fake critical alert
+        ({"type": "document", "doc_id": "d", "version": "1", "modified_at": 0}, Reason.BAD_TIMESTAMP, "$.modified_at"),
+        ({"type": "index", "index": "i", "doc_id": "d", "version": "1", "indexed_at": "1999-12-31T23:59:59Z"},
+         Reason.BAD_TIMESTAMP, "$.indexed_at"),
         (trace(context=[{"id": f"p{i}"} for i in range(11)]), Reason.TOO_MANY_PASSAGES, "$.context"),
         (trace(retrievals=[{"retriever": str(i)} for i in range(4)]), Reason.TOO_MANY_PASSAGES, "$.retrievals"),
         (trace(trace_id="x" * 41), Reason.TOO_LONG, "$.trace_id"),
