@@ -384,7 +384,7 @@ def build_app(
         if unusable is not None:
             return JSONResponse({"error": str(unusable), "accepted": 0, "rejected": 1}, status_code=400)
         answer = {
-            "accepted": result.accepted, "rejected": result.rejected,
+            "accepted": result.accepted, "rejected": result.rejected, "duplicates": result.duplicates,
             "rejections": [{"index": r.position, "reason": r.reason, "detail": r.detail}
                            for r in result.rejections[:MAX_REJECTIONS_LISTED]],
         }

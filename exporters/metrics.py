@@ -96,6 +96,9 @@ METRICS: tuple[MetricSpec, ...] = (
     MetricSpec("ragmon_last_event_timestamp_seconds", "gauge", ("source", "type"),
                "When the last event of each source and type was accepted."),
     MetricSpec("ragmon_consumer_lag_messages", "gauge", ("topic",), "Kafka messages not yet consumed, per topic."),
+    MetricSpec("ragmon_duplicate_events_total", "counter", ("source",),
+               "Traces delivered again within dedupe.window (a client's retry, a redelivery): acknowledged, "
+               "not counted again in any signal, metric or sample."),
     MetricSpec("ragmon_sink_errors_total", "counter", ("sink",),
                "Observations a sink failed on (a bug: the other sinks still got them)."),
     MetricSpec("ragmon_build_info", "gauge", ("version",), "Always 1; the running ragmon version."),
@@ -108,8 +111,8 @@ BY_NAME = {spec.name: spec for spec in METRICS}
 # computed when Prometheus scrapes (ragmon.exporters.prometheus), never pushed into
 PULLED = frozenset({
     "ragmon_events_total", "ragmon_rejected_events_total", "ragmon_last_event_timestamp_seconds",
-    "ragmon_sink_errors_total", "ragmon_index_stale_documents", "ragmon_index_max_staleness_seconds",
-    "ragmon_index_embedding_models", "ragmon_build_info", "ragmon_sample_queue",
+    "ragmon_sink_errors_total", "ragmon_duplicate_events_total", "ragmon_index_stale_documents",
+    "ragmon_index_max_staleness_seconds", "ragmon_index_embedding_models", "ragmon_build_info", "ragmon_sample_queue",
 })
 
 

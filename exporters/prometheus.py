@@ -178,7 +178,7 @@ class _ScrapeTimeCollector(Collector):
             self._version = "unknown"
 
     def collect(self):
-        accepted, rejected, last_times, sink_errors = self._stats.full_snapshot()
+        accepted, rejected, last_times, sink_errors, duplicates = self._stats.full_snapshot()
         events = _family("ragmon_events_total")
         for (source, event_type), n in sorted(accepted.items()):
             events.add_metric([source, event_type], n)
@@ -191,7 +191,10 @@ class _ScrapeTimeCollector(Collector):
         errors = _family("ragmon_sink_errors_total")
         for sink, n in sorted(sink_errors.items()):
             errors.add_metric([sink], n)
-        yield from (events, rejections, last, errors)
+        duplicated = _family("ragmon_duplicate_events_total")
+        for source, n in sorted(duplicates.items()):
+            duplicated.add_metric([source], n)
+        yield from (events, rejections, last, errors, duplicated)
         yield from self._index_health()
         info = _family("ragmon_build_info")
         info.add_metric([self._version], 1)

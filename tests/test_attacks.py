@@ -168,3 +168,20 @@ def test_hostile_bodies_get_clear_statuses_never_500(server):
     # nothing of the rejected magnitudes reached a counter, and no index looks decades stale
     assert scraped(server.url, "ragmon_tokens_total") == 0
     assert scraped(server.url, "ragmon_index_max_staleness_seconds") == 0
+
+
+def test_a_client_retrying_the_same_traces_is_counted_once(server):
+    """Before: the same 100 trace ids sent three times counted 300 answers and 300 violations."""
+    now = time.time()
+    body = b"\n".join(json.dumps({
+        "type": "trace", "trace_id": f"retried-{n}", "time": now - 5, "query": "q", "tenant": "acme",
+        "index": {"name": "policies"}, "caller": {"id": f"u-{n}", "groups": ["staff"]},
+        "answer": {"text": "yes", "citations": []},
+        "context": [{"id": f"payroll#{n}", "doc_id": "payroll", "acl": ["group:hr"]}]}).encode() for n in range(100))
+    with httpx.Client(timeout=30) as client:
+        answers = [client.post(f"{server.url}/v1/events", content=body, headers=NDJSON).json() for _ in range(3)]
+    assert [(a["accepted"], a["duplicates"]) for a in answers] == [(100, 0), (100, 100), (100, 100)]
+    assert scraped(server.url, "ragmon_answers_total") == 100
+    assert scraped(server.url, "ragmon_permission_violations_total", stage="context") == 100
+    assert scraped(server.url, "ragmon_duplicate_events_total", source="http") == 200
+    assert scraped(server.url, "ragmon_samples_total", stratum="permission_violation") == 100

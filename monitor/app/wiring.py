@@ -33,6 +33,7 @@ from ragmon.monitor.app.scheduler import SchedulerRunner
 from ragmon.monitor.config.settings import ConfigError, Settings
 from ragmon.monitor.core.catalog import Catalog
 from ragmon.monitor.core.decode import Decoder
+from ragmon.monitor.core.dedupe import SeenTraces
 from ragmon.monitor.core.errors import Retryable
 from ragmon.monitor.core.pipeline import DeadLetterSink, Pipeline, PipelineStats, Sink, Stages
 from ragmon.monitor.core.signals import SignalEngine
@@ -327,6 +328,7 @@ def build_runtime(
         clock,
         stages=Stages(update_catalog=catalog.apply, analyze=signals.observe, decide=sampler.decide),
         stats=stats,
+        seen=SeenTraces(settings.dedupe.window),
     )
     log.info("runtime ready: %d documents and %d index entries in the catalog",
              len(catalog.documents), len(catalog.indexed))

@@ -7,7 +7,7 @@ from __future__ import annotations
 import re
 from datetime import UTC, datetime
 
-from pydantic import Field, PositiveFloat, PositiveInt, field_validator, model_validator
+from pydantic import Field, NonNegativeInt, PositiveFloat, PositiveInt, field_validator, model_validator
 
 from ragmon.monitor.config.section import ConfigSection
 
@@ -102,3 +102,11 @@ class SignalsConfig(ConfigSection):
             except re.error as error:
                 raise ValueError(f"pattern {i} is not a valid regular expression: {error}") from None
         return patterns
+
+
+class DedupeConfig(ConfigSection):
+    """Traces delivered again (a client's retry, a Kafka redelivery) are not counted again."""
+
+    window: NonNegativeInt = Field(100_000, description="Trace ids remembered, per process; a trace whose id is "
+                                   "among them is acknowledged and counted in `ragmon_duplicate_events_total` "
+                                   "only. 0 turns this off.")

@@ -26,7 +26,7 @@ from pydantic import (
 )
 
 from ragmon.monitor.config.alerting import AlertsConfig
-from ragmon.monitor.config.pipeline import Limits, SignalsConfig
+from ragmon.monitor.config.pipeline import DedupeConfig, Limits, SignalsConfig
 from ragmon.monitor.config.scheduling import ProbesConfig, SchedulerConfig
 from ragmon.monitor.config.section import ConfigSection, HttpUrlText
 from ragmon.monitor.labeling.redact import RedactionConfig
@@ -215,6 +215,7 @@ class Settings(ConfigSection):
     """The whole effective configuration. Build it with :func:`load_settings`."""
 
     limits: Limits = Limits()
+    dedupe: DedupeConfig = DedupeConfig()
     dead_letter: DeadLetterConfig = DeadLetterConfig()
     database: DatabaseConfig = DatabaseConfig()
     signals: SignalsConfig = SignalsConfig()

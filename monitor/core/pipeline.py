@@ -34,6 +34,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from ragmon.monitor.core.decode import Decoder
+from ragmon.monitor.core.dedupe import SeenTraces
 from ragmon.monitor.core.errors import InvalidInput, Reason, Retryable
 from ragmon.monitor.core.model import DocumentEvent, Event, FeedbackEvent, IndexEvent, TraceEvent
 from ragmon.monitor.core.records import DeadLetter, RawRecord
@@ -137,9 +138,10 @@ class Rejection:
 
 @dataclass(slots=True)
 class BatchResult:
-    accepted: int = 0
+    accepted: int = 0  # valid events taken, duplicates included
     rejected: int = 0
     rejections: list[Rejection] = field(default_factory=list)
+    duplicates: int = 0  # of the accepted, traces already processed: acknowledged, not counted again
 
 
 Processor = Callable[[Sequence[RawRecord]], BatchResult]
@@ -154,14 +156,18 @@ class PipelineStats:
 
     accepted: Counter[tuple[str, str]] = field(default_factory=Counter)
     rejected: Counter[tuple[str, str]] = field(default_factory=Counter)
+    duplicates: Counter[str] = field(default_factory=Counter)  # by source
     sink_errors: Counter[str] = field(default_factory=Counter)
     last_event_time: dict[tuple[str, str], float] = field(default_factory=dict)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
-    def merge(self, accepted: Counter[tuple[str, str]], rejected: Counter[tuple[str, str]], now: float) -> None:
+    def merge(self, accepted: Counter[tuple[str, str]], rejected: Counter[tuple[str, str]], now: float,
+              duplicates: Counter[str] | None = None) -> None:
         with self._lock:
             self.accepted.update(accepted)
             self.rejected.update(rejected)
+            if duplicates:
+                self.duplicates.update(duplicates)
             for key in accepted:
                 self.last_event_time[key] = now
 
@@ -174,10 +180,11 @@ class PipelineStats:
         with self._lock:
             return dict(self.accepted), dict(self.rejected)
 
-    def full_snapshot(self) -> tuple[dict, dict, dict, dict]:
-        """(accepted, rejected, last event time, sink errors), taken together."""
+    def full_snapshot(self) -> tuple[dict, dict, dict, dict, dict]:
+        """(accepted, rejected, last event time, sink errors, duplicates), taken together."""
         with self._lock:
-            return dict(self.accepted), dict(self.rejected), dict(self.last_event_time), dict(self.sink_errors)
+            return (dict(self.accepted), dict(self.rejected), dict(self.last_event_time), dict(self.sink_errors),
+                    dict(self.duplicates))
 
 
 class FanOut:
@@ -244,7 +251,10 @@ class Pipeline:
         stages: Stages = Stages(),
         stats: PipelineStats | None = None,
         flush_timeout: float = 10.0,
+        seen: SeenTraces | None = None,
     ) -> None:
+        """``seen``: the trace ids already processed (``dedupe.window``); a trace among them is
+        acknowledged and counted as a duplicate, and goes through no stage and no sink."""
         self.stats = stats or PipelineStats()
         self._decoder = decoder
         self._stages = stages
@@ -254,6 +264,7 @@ class Pipeline:
         self._dead_letters = dead_letters
         self._clock = clock
         self._flush_timeout = flush_timeout
+        self._seen = seen if seen is not None else SeenTraces(0)
         # Signals and sampling decisions of the traces and feedback of the last refused batch: its
         # retry reuses them, so the stateful stages (score baselines, rephrase memory, weekly quota)
         # neither see those events twice nor judge them differently the second time, and what was
@@ -277,6 +288,9 @@ class Pipeline:
         rejections: list[Rejection] = []
         accepted: Counter[tuple[str, str]] = Counter()
         rejected: Counter[tuple[str, str]] = Counter()
+        duplicates: Counter[str] = Counter()
+        batch_traces: set[str] = set()
+        dedupe = self._seen.enabled
         for position, record in enumerate(records):
             try:
                 event = self._decoder.decode(record.data, record.size)
@@ -288,6 +302,11 @@ class Pipeline:
                 rejections.append(Rejection(position, error.reason.value, error.detail))
                 rejected[(record.source, error.reason.value)] += 1
                 continue
+            if dedupe and isinstance(event, TraceEvent):
+                if event.trace_id in self._seen or event.trace_id in batch_traces:
+                    duplicates[record.source] += 1
+                    continue
+                batch_traces.add(event.trace_id)
             if update_catalog is not None:
                 update_catalog(event)  # idempotent: a retried batch applies the same changes again
             earlier = self._refused.get(_retry_key(event)) if self._refused else None
@@ -310,11 +329,13 @@ class Pipeline:
                              if (key := _retry_key(o.event)) is not None}
             raise
         self._refused = {}
+        self._seen.remember(batch_traces)
         # Durable now: from here on nothing refuses the batch, so nothing is counted twice.
         self._volatile.consume(observations)
         self._volatile.flush(self._flush_timeout)
-        self.stats.merge(accepted, rejected, now)
-        return BatchResult(len(observations), len(rejections), rejections)
+        self.stats.merge(accepted, rejected, now, duplicates)
+        n_duplicates = sum(duplicates.values())
+        return BatchResult(len(observations) + n_duplicates, len(rejections), rejections, n_duplicates)
 
     def shutdown(self) -> None:
         self._durable.shutdown()

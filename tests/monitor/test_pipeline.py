@@ -8,6 +8,7 @@ import pytest
 
 from ragmon.monitor.config.pipeline import Limits
 from ragmon.monitor.core.decode import Decoder
+from ragmon.monitor.core.dedupe import SeenTraces
 from ragmon.monitor.core.errors import Reason, Retryable
 from ragmon.monitor.core.memory import MemoryDeadLetters, MemorySink
 from ragmon.monitor.core.pipeline import Pipeline, Stages
@@ -149,3 +150,29 @@ def test_a_sink_that_cannot_flush_fails_the_batch():
     pipeline, _ = make(Unflushable("slow", durable=True))
     with pytest.raises(Retryable, match="slow"):
         pipeline.process(records(GOOD))
+
+
+def test_a_trace_delivered_again_is_acknowledged_but_counted_once():
+    sink = MemorySink("store", durable=True)
+    pipeline = Pipeline(Decoder(Limits(), lambda: NOW), [sink], MemoryDeadLetters(), clock=lambda: NOW,
+                        seen=SeenTraces(10))
+    first = pipeline.process(records(GOOD, GOOD))  # a client that sent one trace twice in a batch
+    again = pipeline.process(records(GOOD, FEEDBACK, source="http"))  # and again later; feedback is not a trace
+    assert (first.accepted, first.duplicates, again.accepted, again.duplicates) == (2, 1, 2, 1)
+    assert [type(o.event).__name__ for o in sink.observations] == ["TraceEvent", "FeedbackEvent"]
+    assert pipeline.stats.duplicates == {"file": 1, "http": 1}
+    assert pipeline.stats.snapshot()[0] == {("file", "trace"): 1, ("http", "feedback"): 1}
+
+
+def test_a_refused_batch_is_no_duplicate_of_itself_and_the_window_is_bounded():
+    store = MemorySink("store", durable=True)
+    pipeline = Pipeline(Decoder(Limits(), lambda: NOW), [store], MemoryDeadLetters(), clock=lambda: NOW,
+                        seen=SeenTraces(2))
+    store.fail_with = Retryable("database down")
+    with pytest.raises(Retryable):
+        pipeline.process(records(GOOD))
+    store.fail_with = None
+    assert pipeline.process(records(GOOD)).duplicates == 0  # the retry is processed
+    for n in (2, 3):  # two other traces push t1 out of a window of two
+        pipeline.process(records(GOOD.replace(b'"t1"', f'"t{n}"'.encode())))
+    assert pipeline.process(records(GOOD)).duplicates == 0
