@@ -20,6 +20,7 @@ import contextlib
 import hmac
 import ipaddress
 import logging
+import re
 import threading
 import time
 import zlib
@@ -252,27 +253,47 @@ def _retry_after(error: BodyError) -> dict[str, str]:
     return {"Retry-After": "1"} if error.status == 503 else {}
 
 
-def split_events(body: bytes, content_type: str) -> list[bytes]:
+def split_events(body: bytes, content_type: str, max_records: int | None = None) -> list[bytes]:
     """One raw record per event: the lines of NDJSON (by content type, or when the body is not
-    one JSON value but has several lines), the items of a JSON array, or the body itself."""
+    one JSON value but has several lines), the items of a JSON array, or the body itself.
+
+    More than ``max_records`` events is a 413 naming the limit, found before the lines are copied
+    (a megabyte of one-byte lines is half a million records)."""
     stripped = body.strip()
     if not stripped:
         return []
     if "ndjson" in content_type or "jsonl" in content_type:
-        return _lines(stripped)
+        return _lines(stripped, max_records)
     if stripped[:1] == b"[":
         try:
-            return [bytes(item) for item in _ARRAY.decode(stripped)]
+            items = _ARRAY.decode(stripped)
         except msgspec.DecodeError:
             raise BodyError(400, "body starts like a JSON array but is not one") from None
         except RecursionError:
             raise BodyError(400, "body is a JSON array nested too deep") from None
+        if max_records is not None and len(items) > max_records:
+            raise TooManyRecords(len(items), max_records)
+        return [bytes(item) for item in items]
     if b"\n" in stripped and not _is_json(stripped):  # NDJSON sent as plain JSON
-        return _lines(stripped)
+        return _lines(stripped, max_records)
     return [stripped]  # one event (pretty-printed or not); the decoder judges it
 
 
-def _lines(body: bytes) -> list[bytes]:
+class TooManyRecords(BodyError):
+    def __init__(self, count: int | None, limit: int) -> None:
+        counted = f"{count} events" if count is not None else f"more than {limit} events"
+        super().__init__(413, f"{counted} in one request exceed the limit of {limit} "
+                              "(http.max_records_per_request)")
+
+
+_LINE = re.compile(rb"[^\n]*\S[^\n]*")  # a line with something on it
+
+
+def _lines(body: bytes, max_records: int | None = None) -> list[bytes]:
+    if max_records is not None and body.count(b"\n") >= max_records:  # maybe too many: count without copying
+        for n, _ in enumerate(_LINE.finditer(body), 1):
+            if n > max_records:
+                raise TooManyRecords(None, max_records)
     return [line for line in body.split(b"\n") if line.strip()]
 
 
@@ -320,6 +341,7 @@ def build_app(
     busy for ``saturation_seconds``, so that an orchestrator routes new traffic elsewhere."""
     pending = PendingLimit(max_pending)
     budget = ByteBudget(max_inflight_bytes)
+    splitting = CapacityLimiter(1)
     origins = frozenset(allowed_origins)
 
     def may_write_catalog(request: Request) -> bool:
@@ -365,17 +387,17 @@ def build_app(
         origin = {"client": request.client.host if request.client else None}
         catalog = may_write_catalog(request)
         try:
-            items = split_events(body, media)
+            # on a worker thread, one body at a time: a large array is decoded whole before it is counted
+            items = await to_thread.run_sync(split_events, body, media, max_records, limiter=splitting)
             records = [RawRecord(SOURCE, item, {**origin, "item": i}, may_write_catalog=catalog)
                        for i, item in enumerate(items)]
+        except TooManyRecords as error:  # nothing taken: the client splits the request and sends again
+            return JSONResponse({"error": str(error)}, status_code=413)
         except BodyError as error:
             # Unusable as a whole: it still goes through the pipeline, to be dead-lettered and counted.
             records, unusable = [RawRecord(SOURCE, body, {**origin, "item": None}, may_write_catalog=catalog)], error
         else:
             unusable = None
-        if len(records) > max_records:  # nothing taken: the client splits the request and sends again
-            return JSONResponse({"error": f"{len(records)} events in one request exceed the limit of "
-                                 f"{max_records} (http.max_records_per_request)"}, status_code=413)
         try:
             result = await to_thread.run_sync(process, records)
         except Retryable as error:

@@ -247,11 +247,24 @@ def test_a_body_nested_too_deep_is_a_400_and_a_dead_letter(runtime, tmp_path):
     assert [letter["reason"] for letter in read_dead_letters(tmp_path / "dead.jsonl")] == ["malformed_json"]
 
 
-def test_too_many_events_in_one_request_are_refused_whole_naming_the_count(runtime):
-    body = b"\n".join(json.dumps(trace(i)).encode() for i in range(6))
-    answer = client_for(runtime, max_records=5).post("/v1/events", content=body,
-                                                     headers={"content-type": "application/x-ndjson"})
-    assert answer.status_code == 413 and "6 events" in answer.json()["error"]
+def test_too_many_events_in_one_request_are_refused_whole_naming_the_limit(runtime):
+    client = client_for(runtime, max_records=5)
+    lines = b"\n".join(json.dumps(trace(i)).encode() for i in range(6))
+    ndjson = client.post("/v1/events", content=lines, headers={"content-type": "application/x-ndjson"})
+    assert ndjson.status_code == 413 and "more than 5 events" in ndjson.json()["error"]
+    array = client.post("/v1/events", json=[trace(i) for i in range(6)])
+    assert array.status_code == 413 and "6 events" in array.json()["error"]
+    blank_lines_are_no_events = b"\n\n\n".join(json.dumps(trace(i)).encode() for i in range(5))
+    assert client.post("/v1/events", content=blank_lines_are_no_events,
+                       headers={"content-type": "application/x-ndjson"}).json()["accepted"] == 5
+    assert runtime.pipeline.stats.snapshot()[0] == {("http", "trace"): 5}
+
+
+def test_a_megabyte_of_one_byte_lines_is_refused_before_it_becomes_records(runtime):
+    """Before: half a million junk records, 560 MB more memory and a dead letter each."""
+    answer = client_for(runtime).post("/v1/events", content=b"x\n" * 500_000,
+                                      headers={"content-type": "application/x-ndjson"})
+    assert answer.status_code == 413 and "more than 10000 events" in answer.json()["error"]
     assert runtime.pipeline.stats.snapshot() == ({}, {})
 
 
