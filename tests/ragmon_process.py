@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import ssl
 import subprocess
 import sys
 import time
@@ -35,11 +36,16 @@ class RagmonServer:
     store and dead-letter file in ``scratch``; ``env`` adds RAGMON_ settings. Outer RAGMON_
     variables are not inherited."""
 
-    def __init__(self, scratch: Path, command: str = "serve", **env: str) -> None:
+    def __init__(self, scratch: Path, command: str = "serve", *, verify: ssl.SSLContext | bool = True,
+                 **env: str) -> None:
+        """``verify``: the TLS context (trust, and a client certificate under mutual TLS) the
+        readiness poll uses when the server speaks TLS (``RAGMON_HTTP__TLS_CERT_FILE`` in ``env``)."""
         self.scratch = scratch
         self.command = command
         self.port = free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
+        scheme = "https" if "RAGMON_HTTP__TLS_CERT_FILE" in env else "http"
+        self.url = f"{scheme}://127.0.0.1:{self.port}"
+        self.verify = verify
         self.log_path = scratch / "serve.log"
         self.env = {**{k: v for k, v in os.environ.items() if not k.startswith("RAGMON_")},
                     "RAGMON_DATABASE__URL": f"sqlite:///{scratch / 'ragmon.db'}",
@@ -54,7 +60,7 @@ class RagmonServer:
         deadline = time.monotonic() + timeout
         while True:
             try:
-                if httpx.get(f"{self.url}/readyz").status_code == 200:
+                if httpx.get(f"{self.url}/readyz", verify=self.verify).status_code == 200:
                     return self
             except httpx.TransportError:
                 pass

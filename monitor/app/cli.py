@@ -81,6 +81,28 @@ def _http_options(settings: Settings, host: str) -> dict:
             "saturation_seconds": http.saturation_seconds}
 
 
+def _scheme(settings: Settings) -> str:
+    return "https" if settings.http.tls_cert_file else "http"
+
+
+def _tls_options(settings: Settings) -> dict:
+    """uvicorn's TLS options from ``http.tls_*``: HTTPS with a certificate, and with a client CA a
+    client certificate required on every connection (mutual TLS)."""
+    import ssl
+
+    http = settings.http
+    if http.tls_cert_file is None:
+        return {}
+    for key in ("tls_cert_file", "tls_key_file", "tls_client_ca_file"):
+        path = getattr(http, key)
+        if path is not None and not path.is_file():
+            raise ConfigError(f"http.{key}: no file at {path}")
+    options = {"ssl_certfile": str(http.tls_cert_file), "ssl_keyfile": str(http.tls_key_file)}
+    if http.tls_client_ca_file is not None:
+        options |= {"ssl_ca_certs": str(http.tls_client_ca_file), "ssl_cert_reqs": ssl.CERT_REQUIRED}
+    return options
+
+
 class _Main(click.Group):
     """Unusable configuration or schema, found while a command builds its parts, ends the command
     with the reason and status 2 instead of a traceback."""
@@ -264,9 +286,9 @@ def serve(ctx: click.Context, host: str | None, port: int | None) -> None:
                     on_startup=start_sources, on_shutdown=stop, otlp=otlp)
     kafka = f", consuming {settings.kafka.traces_topic}" if settings.kafka.bootstrap_servers else ""
     routes = "POST /v1/events" + (", POST /v1/traces" if otlp is not None else "") + ", GET /metrics, /healthz, /readyz"
-    errors.print(f"ragmon serving on http://{host}:{port}{kafka} ({routes})")
+    errors.print(f"ragmon serving on {_scheme(settings)}://{host}:{port}{kafka} ({routes})")
     server = uvicorn.Server(uvicorn.Config(app, host=host, port=port, log_config=None, access_log=False,
-                                           timeout_graceful_shutdown=30))
+                                           timeout_graceful_shutdown=30, **_tls_options(settings)))
     server.run()
     failed = [source.error for source in sources if source.error is not None]
     if failed:
@@ -300,9 +322,9 @@ def scheduler_command(ctx: click.Context, host: str | None, port: int | None) ->
 
     app = build_app(runtime.pipeline.process, runtime.registry, runtime.ready, **_http_options(settings, host),
                     ingest=False, on_startup=runner.start, on_shutdown=stop)
-    errors.print(f"ragmon scheduler on http://{host}:{port} (GET /metrics, /healthz, /readyz)")
+    errors.print(f"ragmon scheduler on {_scheme(settings)}://{host}:{port} (GET /metrics, /healthz, /readyz)")
     uvicorn.Server(uvicorn.Config(app, host=host, port=port, log_config=None, access_log=False,
-                                  timeout_graceful_shutdown=30)).run()
+                                  timeout_graceful_shutdown=30, **_tls_options(settings))).run()
 
 
 @main.group()

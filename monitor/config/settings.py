@@ -24,6 +24,7 @@ from pydantic import (
     SecretStr,
     ValidationError,
     field_validator,
+    model_validator,
 )
 
 from ragmon.monitor.config.alerting import AlertsConfig
@@ -88,6 +89,10 @@ class HttpConfig(ConfigSection):
     allowed_origins: list[str] = Field(
         default_factory=list, description="Browser origins (`https://app.example`) whose requests are accepted; "
         "any other request carrying an `Origin` header is refused (403).")
+    tls_cert_file: Path | None = Field(None, description="PEM certificate chain: serve HTTPS (with `tls_key_file`).")
+    tls_key_file: Path | None = Field(None, description="PEM private key of `tls_cert_file`.")
+    tls_client_ca_file: Path | None = Field(
+        None, description="PEM CA bundle: require a client certificate signed by it on every request (mutual TLS).")
     max_body_bytes: PositiveInt = Field(16 * 1024 * 1024, description="Largest request body accepted.")
     max_records_per_request: PositiveInt = Field(
         10_000, description="Most events in one ingest request; beyond it, 413 naming the count.")
@@ -101,6 +106,14 @@ class HttpConfig(ConfigSection):
         "beyond it, 503 with Retry-After.")
     saturation_seconds: PositiveFloat = Field(
         10.0, description="/readyz answers 503 once every ingest slot has been busy this long.")
+
+    @model_validator(mode="after")
+    def _tls_is_whole(self) -> HttpConfig:
+        if (self.tls_cert_file is None) != (self.tls_key_file is None):
+            raise ValueError("tls_cert_file and tls_key_file go together: set both or neither")
+        if self.tls_client_ca_file is not None and self.tls_cert_file is None:
+            raise ValueError("tls_client_ca_file needs tls_cert_file and tls_key_file: mutual TLS is TLS first")
+        return self
 
 
 class OtlpConfig(ConfigSection):

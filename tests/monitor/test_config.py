@@ -65,3 +65,12 @@ def test_effective_config_masks_database_password():
     assert shown["database"]["url"] == "postgresql+psycopg://ragmon:****@db:5432/ragmon"
     assert "hunter2" not in repr(shown)
     assert mask_url("sqlite:///x.db") == "sqlite:///x.db"
+
+
+@pytest.mark.parametrize(("environ", "message"), [
+    ({"RAGMON_HTTP__TLS_CERT_FILE": "/etc/ragmon/tls.pem"}, "tls_cert_file and tls_key_file go together"),
+    ({"RAGMON_HTTP__TLS_CLIENT_CA_FILE": "/etc/ragmon/clients.pem"}, "mutual TLS is TLS first"),
+])
+def test_half_a_tls_setup_is_an_error_naming_what_is_missing(environ, message):
+    with pytest.raises(ConfigError, match=message):
+        load_settings(environ=environ)
