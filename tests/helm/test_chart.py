@@ -107,7 +107,7 @@ def test_the_embedded_layout_runs_the_scheduler_in_the_collectors():
     assert ("Deployment", "rag-ragmon-scheduler") not in docs
     env = docs[("Deployment", "rag-ragmon-collector")]["spec"]["template"]["spec"]["containers"][0]["env"]
     assert not any(e["name"] == "RAGMON_SCHEDULER__EMBEDDED" for e in env)
-    assert {kind for kind, _ in docs} == {"ConfigMap", "Deployment", "Service"}
+    assert {kind for kind, _ in docs} == {"ConfigMap", "Deployment", "Service", "NetworkPolicy"}
 
 
 def test_the_config_map_is_a_valid_ragmon_config():
@@ -166,3 +166,19 @@ def test_an_ingest_token_is_required_and_reaches_every_pod():
             env = docs[("Deployment", deployment)]["spec"]["template"]["spec"]["containers"][0]["env"]
             token = next(e for e in env if e["name"] == "RAGMON_HTTP__TOKEN")
             assert token["valueFrom"]["secretKeyRef"] == {"name": secret, "key": "token"}
+
+
+def test_a_network_policy_admits_only_the_listed_ingest_peers_and_prometheus():
+    docs = by_kind(render("--set-json", 'networkPolicy.ingestFrom=[{"namespaceSelector": {"matchLabels": '
+                                        '{"team": "rag"}}}]', "--set", "networkPolicy.prometheusNamespace=obs"))
+    policy = docs[("NetworkPolicy", "rag-ragmon")]["spec"]
+    selected = policy["podSelector"]["matchLabels"]
+    for deployment in ("rag-ragmon-collector", "rag-ragmon-scheduler"):  # the policy selects every ragmon pod
+        labels = docs[("Deployment", deployment)]["spec"]["template"]["metadata"]["labels"]
+        assert selected.items() <= labels.items()
+    ingest, scrape = policy["ingress"]
+    assert ingest["from"] == [{"namespaceSelector": {"matchLabels": {"team": "rag"}}}]
+    assert scrape["from"] == [{"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "obs"}}}]
+    assert all(rule["ports"] == [{"port": "http", "protocol": "TCP"}] for rule in (ingest, scrape))
+    # without listed peers only Prometheus may connect: ingest stays closed until someone is named
+    assert len(by_kind(render())[("NetworkPolicy", "rag-ragmon")]["spec"]["ingress"]) == 1
