@@ -150,15 +150,30 @@ class JsonlDeadLetterSink:
     (disk full, directory gone) leaves no partial batch behind: the file is cut back to where the
     batch started and :class:`Retryable` is raised, so the source pauses and retries instead of
     losing anything, and a retried batch is not written twice.
+
+    The file is bounded: once a batch would take it past ``max_file_bytes`` it is rotated
+    (``dead-letters.jsonl`` becomes ``.1``, ``.1`` becomes ``.2`` ...); of ``keep_files`` rotated
+    files the oldest is deleted, and its letters are reported to ``on_dropped`` (a metric), so a
+    flood of junk costs bounded disk and says how much it cost.
     """
 
-    def __init__(self, path: Path, max_raw_bytes: int, clock: Callable[[], float] = time.time) -> None:
+    def __init__(self, path: Path, max_raw_bytes: int, clock: Callable[[], float] = time.time, *,
+                 max_file_bytes: int = 64 * 1024 * 1024, keep_files: int = 4,
+                 on_dropped: Callable[[int], None] | None = None) -> None:
         self.path = path
         self._max_raw_bytes = max_raw_bytes
         self._clock = clock
+        self._max_file_bytes = max_file_bytes
+        self._keep_files = keep_files
+        self._on_dropped = on_dropped or (lambda n: None)
         self._encoder = msgspec.json.Encoder()
         self._lock = threading.Lock()
         self._fd: int | None = None
+
+    def files(self) -> list[Path]:
+        """The dead-letter files, newest first: the current one, then the rotated ones."""
+        rotated = [self.path.with_name(f"{self.path.name}.{n}") for n in range(1, self._keep_files + 1)]
+        return [path for path in (self.path, *rotated) if path.exists()]
 
     def write(self, letters: Sequence[DeadLetter]) -> None:
         stamp = datetime.fromtimestamp(self._clock(), UTC).isoformat(timespec="milliseconds")
@@ -177,34 +192,37 @@ class JsonlDeadLetterSink:
         )) + b"\n"
 
     def prune(self, before: float) -> int:
-        """Delete the dead letters written before ``before`` (Unix seconds); returns how many.
-        The file is rewritten beside itself and swapped in atomically, under the write lock."""
+        """Delete the dead letters written before ``before`` (Unix seconds), in every file; returns
+        how many. Each file is rewritten beside itself and swapped in atomically, under the write lock."""
         cutoff = datetime.fromtimestamp(before, UTC).isoformat(timespec="milliseconds")
-        decode = msgspec.json.Decoder(_Stamp).decode
         with self._lock:
-            if not self.path.exists():
-                return 0
-            temporary = self.path.with_name(self.path.name + ".prune")
-            dropped = 0
-            with self.path.open("rb") as source, temporary.open("wb") as kept:
-                for line in source:  # streamed: the file may be large
-                    try:
-                        # ISO 8601 UTC stamps of one format compare as text
-                        old = bool(line.strip()) and decode(line).time < cutoff
-                    except msgspec.DecodeError:
-                        old = False  # a line we cannot read (a torn write, an edit) is kept, not lost
-                    if old:
-                        dropped += 1
-                    else:
-                        kept.write(line)
-            if dropped:
-                os.replace(temporary, self.path)
-                if self._fd is not None:  # the old descriptor points at the replaced file
-                    os.close(self._fd)
-                    self._fd = None
-            else:
-                temporary.unlink()
-            return dropped
+            return sum(self._prune_file(path, cutoff) for path in self.files())
+
+    def _prune_file(self, path: Path, cutoff: str) -> int:
+        """One file of :meth:`prune`, under the caller's lock."""
+        decode = msgspec.json.Decoder(_Stamp).decode
+        temporary = path.with_name(path.name + ".prune")
+        dropped = 0
+        with path.open("rb") as source, temporary.open("wb") as kept:
+            for line in source:  # streamed: the file may be large
+                try:
+                    # ISO 8601 UTC stamps of one format compare as text
+                    old = bool(line.strip()) and decode(line).time < cutoff
+                except msgspec.DecodeError:
+                    old = False  # a line we cannot read (a torn write, an edit) is kept, not lost
+                if old:
+                    dropped += 1
+                else:
+                    kept.write(line)
+        if dropped:
+            os.chmod(temporary, 0o640)
+            os.replace(temporary, path)
+            if path == self.path and self._fd is not None:  # the old descriptor points at the replaced file
+                os.close(self._fd)
+                self._fd = None
+        else:
+            temporary.unlink()
+        return dropped
 
     def shutdown(self) -> None:
         with self._lock:
@@ -219,6 +237,9 @@ class JsonlDeadLetterSink:
                 self.path.parent.mkdir(parents=True, exist_ok=True)
                 self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o640)
             end = os.lseek(self._fd, 0, os.SEEK_END)
+            if end and end + len(data) > self._max_file_bytes:
+                self._rotate()
+                end = 0
             view = memoryview(data)
             while view:
                 written = os.write(self._fd, view)
@@ -235,12 +256,35 @@ class JsonlDeadLetterSink:
         raise Retryable(f"dead-letter file {self.path}: {failure.strerror}") from failure
 
 
+    def _rotate(self) -> None:
+        """Under the write lock: the current file becomes ``.1`` (and so on); the oldest beyond
+        ``keep_files`` is deleted and its letters reported as dropped."""
+        os.close(self._fd)
+        self._fd = None
+        names = [self.path, *(self.path.with_name(f"{self.path.name}.{n}") for n in range(1, self._keep_files + 1))]
+        if names[-1].exists():
+            with names[-1].open("rb") as oldest:
+                dropped = sum(chunk.count(b"\n") for chunk in iter(lambda: oldest.read(1 << 20), b""))
+            names[-1].unlink()
+            self._on_dropped(dropped)
+        for older, newer in zip(reversed(names[1:]), reversed(names[:-1]), strict=True):
+            if newer.exists():
+                os.replace(newer, older)
+        self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o640)
+
+
 class _Stamp(msgspec.Struct):
     time: str
 
 
 def read_dead_letters(path: Path) -> list[dict]:
-    """Read back a dead-letter file (for ``ragmon dlq`` and tests)."""
+    """Read back the dead letters at ``path`` and in its rotated files (``path.1``, ``path.2`` ...),
+    oldest first (for ``ragmon dlq`` and tests)."""
     decoder = msgspec.json.Decoder(_DeadLetter)
-    with path.open("rb") as handle:
-        return [msgspec.structs.asdict(decoder.decode(line)) for line in handle if line.strip()]
+    rotated = sorted((p for p in path.parent.glob(f"{path.name}.*") if p.suffix[1:].isdigit()),
+                     key=lambda p: int(p.suffix[1:]), reverse=True)
+    letters = []
+    for file in [*rotated, *([path] if path.exists() else [])]:
+        with file.open("rb") as handle:
+            letters.extend(msgspec.structs.asdict(decoder.decode(line)) for line in handle if line.strip())
+    return letters

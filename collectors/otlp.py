@@ -73,18 +73,20 @@ class _Pending:
     spans: list[Span] = field(default_factory=list)
     last_seen: float = 0.0
     rooted: bool = False  # its root span has arrived
+    wire_bytes: float = 0.0  # its spans' share of the request bodies they came in
 
 
 class TraceAssembler:
     """Groups spans by trace id until their trace has been quiet for ``wait`` seconds.
 
-    Holds at most ``max_traces`` traces and ``max_spans`` spans per trace; a request that would
-    start more traces than there is room for is refused whole (:class:`AssemblerFull`), spans over
-    a trace's bound are counted as rejected.
+    Holds at most ``max_traces`` traces, ``max_spans`` spans per trace and ``max_bytes`` of the
+    request bodies the held spans came in (each span weighs its request's size divided by its span
+    count); a request that would start more traces than there is room for, or go over the bytes,
+    is refused whole (:class:`AssemblerFull`), spans over a trace's bound are counted as rejected.
     """
 
     def __init__(self, wait: float, max_traces: int, max_spans: int, clock: Callable[[], float] = time.monotonic,
-                 root_grace: float | None = None):
+                 root_grace: float | None = None, max_bytes: int | None = None):
         """``root_grace``: how long a trace whose root span arrived waits for stragglers (other
         services' spans); at most ``wait``, which it defaults to."""
         self._wait = wait
@@ -92,16 +94,23 @@ class TraceAssembler:
         self._max_traces = max_traces
         self._max_spans = max_spans
         self._clock = clock
+        self._max_bytes = max_bytes
+        self._bytes = 0.0
         self._traces: OrderedDict[str, _Pending] = OrderedDict()
         self._lock = threading.Lock()
 
-    def add(self, spans: list[Span]) -> int:
-        """Take ``spans``; return how many were rejected. Raises :class:`AssemblerFull`."""
+    def add(self, spans: list[Span], wire_bytes: int = 0) -> int:
+        """Take ``spans`` (which came in ``wire_bytes`` of request body); return how many were
+        rejected. Raises :class:`AssemblerFull`."""
         now = self._clock()
+        weight = wire_bytes / len(spans) if spans else 0.0
         with self._lock:
             new = {s.trace_id for s in spans} - self._traces.keys()
             if len(self._traces) + len(new) > self._max_traces:
                 raise AssemblerFull(f"{len(self._traces)} traces are being assembled")
+            if self._max_bytes is not None and self._bytes + wire_bytes > self._max_bytes:
+                raise AssemblerFull(f"{self._bytes / 1e6:.1f} MB of spans are being assembled "
+                                    "(otlp.max_pending_bytes)")
             rejected = 0
             for span in spans:
                 pending = self._traces.get(span.trace_id)
@@ -111,6 +120,8 @@ class TraceAssembler:
                     rejected += 1
                     continue
                 pending.spans.append(span)
+                pending.wire_bytes += weight
+                self._bytes += weight
                 pending.last_seen = now
                 if not span.parent_id:
                     pending.rooted = True
@@ -129,7 +140,9 @@ class TraceAssembler:
                     break  # this one and all after it heard from too recently
                 if everything or pending.rooted or pending.last_seen <= horizon:
                     ready.append(trace_id)
-            return [self._traces.pop(trace_id).spans for trace_id in ready]
+            taken = [self._traces.pop(trace_id) for trace_id in ready]
+            self._bytes = max(0.0, self._bytes - sum(pending.wire_bytes for pending in taken))
+            return [pending.spans for pending in taken]
 
     def __len__(self) -> int:
         return len(self._traces)
@@ -196,7 +209,7 @@ class OtlpReceiver:
             span.reading = read_span(span)
             problems.extend((span.span_id, *problem) for problem in span.reading.problems)
         try:
-            rejected += self._assembler.add(traced)
+            rejected += self._assembler.add(traced, len(body))
         except AssemblerFull as error:
             return self._answer(media, 503, str(error), {"Retry-After": "2"})
         if feedback:

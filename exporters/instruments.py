@@ -91,6 +91,7 @@ class Metrics:
         self.retention_deleted = made["ragmon_retention_deleted_total"]
         self.scheduler_leader = made["ragmon_scheduler_leader"]
         self.http_unauthenticated = made["ragmon_http_unauthenticated"]
+        self.dead_letters_dropped = made["ragmon_dead_letters_dropped_total"]
         # fed by the OTLP receiver (the MappingReport of ragmon.collectors.otlp)
         self.derived_ids = made["ragmon_derived_passage_ids_total"]
         self.unmapped = made["ragmon_unmapped_passages_total"]

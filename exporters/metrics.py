@@ -99,6 +99,8 @@ METRICS: tuple[MetricSpec, ...] = (
     MetricSpec("ragmon_duplicate_events_total", "counter", ("source",),
                "Traces delivered again within dedupe.window (a client's retry, a redelivery): acknowledged, "
                "not counted again in any signal, metric or sample."),
+    MetricSpec("ragmon_dead_letters_dropped_total", "counter", (),
+               "Dead letters deleted with the oldest rotated dead-letter file (dead_letter.keep_files)."),
     MetricSpec("ragmon_sink_errors_total", "counter", ("sink",),
                "Observations a sink failed on (a bug: the other sinks still got them)."),
     MetricSpec("ragmon_build_info", "gauge", ("version",), "Always 1; the running ragmon version."),

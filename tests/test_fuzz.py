@@ -76,6 +76,8 @@ def test_a_hundred_thousand_mutated_events_through_the_http_ingest(tmp_path):
     rng = random.Random(1234)
     settings = load_settings(environ={"RAGMON_DATABASE__URL": f"sqlite:///{tmp_path / 'ragmon.db'}",
                                       "RAGMON_DEAD_LETTER__PATH": str(tmp_path / "dead.jsonl"),
+                                      # the letters are all read back: rotated (64 MB files), none deleted
+                                      "RAGMON_DEAD_LETTER__KEEP_FILES": "1000",
                                       "RAGMON_HTTP__MAX_BODY_BYTES": str(512 * 1024 * 1024)})
     runtime = build_runtime(settings, registry=CollectorRegistry())
     client = TestClient(build_app(runtime.pipeline.process, runtime.registry, runtime.ready,
@@ -276,6 +278,7 @@ def test_a_hundred_thousand_mutated_traces_through_otlp(tmp_path):
     settings = load_settings(environ={"RAGMON_DATABASE__URL": f"sqlite:///{tmp_path / 'ragmon.db'}",
                                       "RAGMON_DEAD_LETTER__PATH": str(tmp_path / "dead.jsonl"),
                                       "RAGMON_OTLP__ASSEMBLY_WAIT_SECONDS": "0.05",
+                                      "RAGMON_DEAD_LETTER__KEEP_FILES": "1000",
                                       "RAGMON_HTTP__MAX_BODY_BYTES": str(256 * 1024 * 1024)})
     runtime = build_runtime(settings, registry=CollectorRegistry())
     otlp = build_otlp(runtime)

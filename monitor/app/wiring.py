@@ -174,7 +174,7 @@ def _kafka_transport(settings: Settings, topic: str, client_id: str):
                           topic)
 
 
-def _dead_letters(settings: Settings, clock: Callable[[], float]) -> DeadLetterSink:
+def _dead_letters(settings: Settings, clock: Callable[[], float], metrics: Metrics) -> DeadLetterSink:
     """The dead-letter topic when Kafka is configured, else the JSONL file."""
     if settings.kafka.bootstrap_servers:
         from kafka import KafkaProducer
@@ -187,7 +187,9 @@ def _dead_letters(settings: Settings, clock: Callable[[], float]) -> DeadLetterS
         producer = KafkaProducer(acks="all", retries=5, linger_ms=5, batch_size=256 * 1024,
                                  client_id="ragmon-dead-letters", **settings.kafka.client_options())
         return KafkaDeadLetterSink(producer, settings.kafka.dead_letter_topic, settings.dead_letter.max_raw_bytes)
-    return JsonlDeadLetterSink(settings.dead_letter.path, settings.dead_letter.max_raw_bytes, clock=clock)
+    config = settings.dead_letter
+    return JsonlDeadLetterSink(config.path, config.max_raw_bytes, clock=clock, max_file_bytes=config.max_file_bytes,
+                               keep_files=config.keep_files, on_dropped=metrics.dead_letters_dropped.inc)
 
 
 def build_sources(runtime: Runtime) -> list:
@@ -236,7 +238,7 @@ def build_otlp(runtime: Runtime):
     mapping = {"mapper": SpanMapper(PassageNamer(config.passage_id_keys, config.doc_id_keys)),
                "report": runtime.metrics}
     assembler = TraceAssembler(config.assembly_wait_seconds, config.max_pending_traces, config.max_spans_per_trace,
-                               root_grace=config.root_grace_seconds)
+                               root_grace=config.root_grace_seconds, max_bytes=config.max_pending_bytes)
     if config.forward_to_kafka and runtime.settings.kafka.bootstrap_servers:
         from kafka.errors import KafkaError
 
@@ -316,7 +318,7 @@ def build_runtime(
     metrics = Metrics(registry, settings.labels)
     register_scrape_time(metrics, stats, catalog, clock, sample_queue=samples.counts_by_status)
     signals = SignalEngine(settings.signals, catalog)
-    dead_letters = _dead_letters(settings, clock)
+    dead_letters = _dead_letters(settings, clock, metrics)
     decoder = Decoder(settings.limits, clock)
     sampler = _sampler(settings, samples, decoder)  # may refuse the config: before any thread is started
     alerts = _alert_dispatcher(settings, metrics, clock)

@@ -19,6 +19,7 @@ import yaml
 from pydantic import (
     BaseModel,
     Field,
+    NonNegativeInt,
     PositiveFloat,
     PositiveInt,
     SecretStr,
@@ -50,6 +51,11 @@ class DeadLetterConfig(ConfigSection):
     max_raw_bytes: PositiveInt = Field(
         65536, description="Raw bytes kept per rejected record; longer records are truncated and flagged."
     )
+    max_file_bytes: PositiveInt = Field(
+        64 * 1024 * 1024, description="Size at which the file is rotated (`path` becomes `path.1`, ...).")
+    keep_files: NonNegativeInt = Field(
+        4, description="Rotated files kept; the oldest beyond them is deleted and its letters counted in "
+        "`ragmon_dead_letters_dropped_total`.")
 
 
 class DatabaseConfig(ConfigSection):
@@ -133,6 +139,9 @@ class OtlpConfig(ConfigSection):
         10_000, description="Traces being assembled at most; beyond it, 503 with Retry-After."
     )
     max_spans_per_trace: PositiveInt = Field(1000, description="Spans kept per trace; more are rejected.")
+    max_pending_bytes: PositiveInt = Field(
+        32 * 1024 * 1024, description="Request bytes of the spans being assembled at most (each span weighs "
+        "its request's size over its span count); beyond it, 503 with Retry-After.")
     forward_to_kafka: bool = Field(
         False, description="Send assembled traces to the Kafka traces topic (keyed by caller) instead of "
         "processing them here, so all state sits on one keyed path."

@@ -101,6 +101,22 @@ def test_dead_letter_file_keeps_reason_detail_origin_and_raw_bytes(tmp_path: Pat
     assert second["size"] == 10_000 and second["truncated"] is True
 
 
+def test_the_dead_letter_file_rotates_and_counts_what_the_oldest_file_took_away(tmp_path: Path):
+    dropped: list[int] = []
+    path = tmp_path / "dead.jsonl"
+    sink = JsonlDeadLetterSink(path, max_raw_bytes=100, max_file_bytes=2000, keep_files=2, on_dropped=dropped.append)
+    for batch in range(12):  # about 350 bytes a letter, two letters a batch: a file holds two or three batches
+        sink.write([DeadLetter(RawRecord("http", b"x" * 100, {"item": batch * 2 + i}), Reason.MALFORMED_JSON, "bad")
+                    for i in range(2)])
+    sink.shutdown()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["dead.jsonl", "dead.jsonl.1", "dead.jsonl.2"]
+    assert all(p.stat().st_size <= 2000 for p in tmp_path.iterdir())
+    kept = [letter["origin"]["item"] for letter in read_dead_letters(path)]
+    assert kept == list(range(24 - len(kept), 24))  # the newest, oldest first, none twice
+    assert sum(dropped) == 24 - len(kept) > 0  # what was deleted is counted, letter by letter
+    assert all(oct(p.stat().st_mode & 0o777) == "0o640" for p in tmp_path.iterdir())
+
+
 def test_a_full_disk_raises_retryable(tmp_path: Path):
     sink = JsonlDeadLetterSink(Path("/dev/full"), max_raw_bytes=100)
     with pytest.raises(Retryable, match="/dev/full"):

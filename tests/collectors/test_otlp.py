@@ -161,6 +161,18 @@ def test_the_assembler_waits_for_quiet_traces_and_keeps_its_bounds():
     assert [len(t) for t in assembler.due(everything=True)] == [1]
 
 
+def test_the_assembler_holds_at_most_its_bytes_of_spans():
+    clock = FakeClock()
+    assembler = TraceAssembler(wait=5.0, max_traces=100, max_spans=100, clock=clock, max_bytes=1000)
+    assert assembler.add(spans_of("a" * 32, 10), wire_bytes=600) == 0
+    with pytest.raises(AssemblerFull, match="otlp.max_pending_bytes"):
+        assembler.add(spans_of("b" * 32, 1), wire_bytes=600)  # refused whole: nothing of it is held
+    assert len(assembler) == 1
+    clock.now = 6.0
+    assert [len(t) for t in assembler.due()] == [10]  # delivered: its bytes are free again
+    assert assembler.add(spans_of("b" * 32, 1), wire_bytes=600) == 0
+
+
 def test_a_trace_whose_root_span_arrived_waits_only_the_root_grace():
     clock = FakeClock()
     assembler = TraceAssembler(wait=5.0, max_traces=10, max_spans=10, clock=clock, root_grace=1.0)
