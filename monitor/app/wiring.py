@@ -70,7 +70,7 @@ def caller_key(settings: Settings) -> str:
 def _sampler(settings: Settings, store: SampleStore, decoder: Decoder) -> Sampler:
     """The sampling stage, its weekly quota seeded from the samples already stored."""
     config = settings.redaction.model_copy(update={"caller_key": SecretStr(caller_key(settings))})
-    quota = WeeklyQuota(settings.sampling.cap)
+    quota = WeeklyQuota(settings.sampling.cap, settings.sampling.weekly_total_cap)
     quota.seed(store.seed_rows(store.latest_weeks(2)))
     return Sampler(settings.sampling, Redactor(config), quota, decoder=decoder,
                    recent_traces=settings.sampling.late_window_traces)

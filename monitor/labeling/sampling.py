@@ -40,6 +40,7 @@ class Stratum(StrEnum):
 
 class DropReason(StrEnum):
     WEEKLY_CAP = "weekly_cap"  # the tenant's cap for this stratum and week is reached
+    WEEKLY_TOTAL_CAP = "weekly_total_cap"  # the week holds sampling.weekly_total_cap samples of all tenants
     NEAR_DUPLICATE = "near_duplicate"  # another trace with the same question fingerprint was sampled this week
     OLD_WEEK = "old_week"  # older than the weeks the quota keeps (see WeeklyQuota)
     TRACE_EVICTED = "trace_evicted"  # a late stratum for a trace no longer among the recent ones
@@ -67,6 +68,9 @@ class SamplingConfig(ConfigSection):
     weekly_cap_overrides: dict[str, NonNegativeInt] = Field(
         default_factory=dict, description="Weekly caps for single strata, e.g. {random: 50}."
     )
+    weekly_total_cap: NonNegativeInt = Field(
+        20_000, description="Samples at most per ISO week, all tenants together: many tenants (or many forged "
+        "tenant names) cannot fill the queue past it.")
     heldout_share: float = Field(0.2, ge=0, le=1, description="Share of question fingerprints in the heldout split.")
     time_zone: TimeZoneName = Field("UTC", description="Time zone in which ISO weeks start (Monday 00:00).")
     late_window_traces: int = Field(
@@ -204,9 +208,12 @@ class WeeklyQuota:
     which the decoder bounds (no timestamps from the far future). Thread-safe.
     """
 
-    def __init__(self, cap: Callable[[str], int]) -> None:
-        """``cap`` gives the weekly cap of a stratum per tenant, e.g. :meth:`SamplingConfig.cap`."""
+    def __init__(self, cap: Callable[[str], int], total_cap: int | None = None) -> None:
+        """``cap`` gives the weekly cap of a stratum per tenant, e.g. :meth:`SamplingConfig.cap`;
+        ``total_cap`` bounds the samples (traces) of a week, all tenants together."""
         self._cap = cap
+        self._total_cap = total_cap
+        self._totals: dict[str, int] = {}  # week -> samples (traces admitted for at least one stratum)
         self._lock = threading.Lock()
         self._kept: tuple[str, ...] = ()  # the newest week seen and the one before it
         self._counts: dict[tuple[str, str, str], int] = {}  # (tenant, stratum, week) -> samples
@@ -240,7 +247,12 @@ class WeeklyQuota:
         key = (tenant, stratum, week)
         if self._counts.get(key, 0) >= self._cap(stratum):
             return DropReason.WEEKLY_CAP
+        new_sample = trace_id not in admitted
+        if new_sample and self._total_cap is not None and self._totals.get(week, 0) >= self._total_cap:
+            return DropReason.WEEKLY_TOTAL_CAP
         self._counts[key] = self._counts.get(key, 0) + 1
+        if new_sample:
+            self._totals[week] = self._totals.get(week, 0) + 1
         seen[fingerprint] = trace_id
         admitted.setdefault(trace_id, set()).add(stratum)
         return None
@@ -259,7 +271,10 @@ class WeeklyQuota:
                 if not self._advance(row.week):
                     continue
                 self._fingerprints.setdefault((row.tenant, row.week), {}).setdefault(row.fingerprint, row.trace_id)
-                known = self._admitted.setdefault((row.tenant, row.week), {}).setdefault(row.trace_id, set())
+                by_trace = self._admitted.setdefault((row.tenant, row.week), {})
+                if row.trace_id not in by_trace:
+                    self._totals[row.week] = self._totals.get(row.week, 0) + 1
+                known = by_trace.setdefault(row.trace_id, set())
                 for stratum in set(row.strata) - known:
                     key = (row.tenant, stratum, row.week)
                     self._counts[key] = self._counts.get(key, 0) + 1
@@ -285,4 +300,5 @@ class WeeklyQuota:
         self._counts = {k: v for k, v in self._counts.items() if k[2] in self._kept}
         self._fingerprints = {k: v for k, v in self._fingerprints.items() if k[1] in self._kept}
         self._admitted = {k: v for k, v in self._admitted.items() if k[1] in self._kept}
+        self._totals = {k: v for k, v in self._totals.items() if k in self._kept}
         return True

@@ -413,3 +413,16 @@ def test_permission_violations_are_never_near_duplicates():
     assert quota.admit("acme", "random", "2026-W48", "fp", "t1") is None
     assert quota.admit("acme", "permission_violation", "2026-W48", "fp", "t2") is None
     assert quota.admit("acme", "abstained", "2026-W48", "fp", "t3") == DropReason.NEAR_DUPLICATE
+
+
+def test_a_weekly_total_cap_bounds_the_samples_of_all_tenants_together():
+    """100,000 tenant names each within their own cap must not fill the queue past the total."""
+    q = WeeklyQuota(lambda stratum: 200, total_cap=3)
+    results = [q.admit(f"tenant-{i}", "random", "2026-W48", f"fp{i}", f"t{i}") for i in range(5)]
+    assert results == [None, None, None, "weekly_total_cap", "weekly_total_cap"]
+    assert q.admit("tenant-0", "low_score", "2026-W48", "fp0", "t0") is None  # another stratum of a kept sample
+    assert q.admit("tenant-9", "random", "2026-W49", "fp9", "t9") is None  # a new week starts from nothing
+    seeded = WeeklyQuota(lambda stratum: 200, total_cap=2)
+    seeded.seed([SeedRow("acme", "2026-W48", "fp1", "s1", ("random",)), SeedRow("globex", "2026-W48", "fp2", "s2",
+                                                                                ("random", "low_score"))])
+    assert seeded.admit("initech", "random", "2026-W48", "fp3", "s3") == "weekly_total_cap"
