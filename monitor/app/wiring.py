@@ -310,7 +310,7 @@ def build_runtime(
     disable_created_metrics()  # *_created series double the exposition and no dashboard uses them
     engine = make_engine(settings.database.url)
     prepare(engine)
-    catalog = Catalog()
+    catalog = Catalog(settings.catalog.max_documents, settings.catalog.max_index_entries)
     load_catalog(engine, catalog)
     stats = PipelineStats()
     samples = SampleStore(engine, clock)

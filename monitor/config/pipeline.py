@@ -110,3 +110,12 @@ class DedupeConfig(ConfigSection):
     window: NonNegativeInt = Field(100_000, description="Trace ids remembered, per process; a trace whose id is "
                                    "among them is acknowledged and counted in `ragmon_duplicate_events_total` "
                                    "only. 0 turns this off.")
+
+
+class CatalogConfig(ConfigSection):
+    """Bounds on the in-memory catalog: a new document or index entry beyond them is rejected as
+    `catalog_full` (dead-lettered and counted); changes to known ones still apply."""
+
+    max_documents: PositiveInt = Field(500_000, description="Documents the catalog holds at most (about 1 KB "
+                                       "of memory each).")
+    max_index_entries: PositiveInt = Field(1_000_000, description="(index, document) entries at most.")

@@ -29,7 +29,7 @@ from pydantic import (
 )
 
 from ragmon.monitor.config.alerting import AlertsConfig
-from ragmon.monitor.config.pipeline import DedupeConfig, Limits, SignalsConfig
+from ragmon.monitor.config.pipeline import CatalogConfig, DedupeConfig, Limits, SignalsConfig
 from ragmon.monitor.config.scheduling import ProbesConfig, SchedulerConfig
 from ragmon.monitor.config.section import ConfigSection, HttpUrlText
 from ragmon.monitor.labeling.redact import RedactionConfig
@@ -239,6 +239,7 @@ class Settings(ConfigSection):
 
     limits: Limits = Limits()
     dedupe: DedupeConfig = DedupeConfig()
+    catalog: CatalogConfig = CatalogConfig()
     dead_letter: DeadLetterConfig = DeadLetterConfig()
     database: DatabaseConfig = DatabaseConfig()
     signals: SignalsConfig = SignalsConfig()

@@ -9,8 +9,11 @@ from __future__ import annotations
 
 import heapq
 import threading
+from collections import Counter
+from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 
+from ragmon.monitor.core.errors import InvalidInput, Reason
 from ragmon.monitor.core.model import DocumentEvent, Event, IndexEvent, Passage
 
 MAX_VERSION_HISTORY = 16  # versions remembered per document, to tell an old version from a new one
@@ -55,12 +58,25 @@ class IndexHealth:
 
 
 class Catalog:
-    """Thread-safe in-memory catalog. Writes take a lock; single-key reads rely on dict atomicity."""
+    """Thread-safe in-memory catalog. Writes take a lock; single-key reads rely on dict atomicity.
 
-    def __init__(self) -> None:
+    Index health is kept up to date as events arrive (which documents each index holds stale, since
+    when, and its embedding models), so that reading it costs the stale documents, not the catalog:
+    Prometheus reads it at every scrape.
+    """
+
+    def __init__(self, max_documents: int | None = None, max_index_entries: int | None = None) -> None:
+        """``max_documents`` and ``max_index_entries`` bound the catalog: a new document or index
+        entry beyond them is refused (:class:`InvalidInput` ``catalog_full``), changes to known
+        ones still apply."""
+        self._max_documents = max_documents
+        self._max_index_entries = max_index_entries
         self.documents: dict[str, DocumentState] = {}
         self.indexed: dict[tuple[str, str], IndexedState] = {}
         self._lock = threading.Lock()
+        self._holders: dict[str, set[str]] = {}  # doc_id -> the indexes holding an entry of it
+        self._stale: dict[str, dict[str, float]] = {}  # index -> doc_id -> its oldest change not taken in
+        self._models: dict[str, Counter[str]] = {}  # index -> embedding model -> entries (not removed)
 
     def apply_document(self, event: DocumentEvent) -> DocumentState:
         """Record a document change. An older change arriving late only enters the history.
@@ -71,6 +87,9 @@ class Catalog:
         acl = tuple(event.acl) if event.acl is not None else None
         with self._lock:
             current = self.documents.get(event.doc_id)
+            if current is None and self._max_documents is not None and len(self.documents) >= self._max_documents:
+                raise InvalidInput(Reason.CATALOG_FULL, f"the catalog holds {len(self.documents)} documents "
+                                   "(catalog.max_documents)")
             history = dict(current.history) if current is not None else {}
             if not (event.deleted and event.version in history):
                 # a deletion is not a new version: keep when the version was made
@@ -81,11 +100,14 @@ class Catalog:
             else:
                 state = replace(current, history=history)
             self.documents[event.doc_id] = state
+            for index in self._holders.get(event.doc_id, ()):
+                self._judge(index, event.doc_id)
             return state
 
     def apply(self, event: Event) -> None:
         """The catalog stage of the pipeline: document and index events update the catalog before
-        any signal reads it; other events leave it as it is."""
+        any signal reads it; other events leave it as it is. Raises :class:`InvalidInput` when the
+        catalog is full."""
         if isinstance(event, DocumentEvent):
             self.apply_document(event)
         elif isinstance(event, IndexEvent):
@@ -96,10 +118,38 @@ class Catalog:
         key = (event.index, event.doc_id)
         with self._lock:
             current = self.indexed.get(key)
+            if current is None and self._max_index_entries is not None and \
+                    len(self.indexed) >= self._max_index_entries:
+                raise InvalidInput(Reason.CATALOG_FULL, f"the catalog holds {len(self.indexed)} index entries "
+                                   "(catalog.max_index_entries)")
             if current is None or event.indexed_at >= current.indexed_at:
-                self.indexed[key] = IndexedState(event.index, event.doc_id, event.version, event.indexed_at,
-                                                 event.embedding_model, event.chunks)
+                entry = IndexedState(event.index, event.doc_id, event.version, event.indexed_at,
+                                     event.embedding_model, event.chunks)
+                self.indexed[key] = entry
+                self._track(current, entry)
         return self.index_lag(event)
+
+    def _track(self, old: IndexedState | None, new: IndexedState) -> None:
+        """Under the lock: the health figures of ``new.index`` after its entry of a document changed."""
+        models = self._models.setdefault(new.index, Counter())
+        if old is not None and old.embedding_model and old.chunks != 0:
+            models[old.embedding_model] -= 1
+            if not models[old.embedding_model]:
+                del models[old.embedding_model]
+        if new.embedding_model and new.chunks != 0:
+            models[new.embedding_model] += 1
+        self._holders.setdefault(new.doc_id, set()).add(new.index)
+        self._judge(new.index, new.doc_id)
+
+    def _judge(self, index: str, doc_id: str) -> None:
+        """Under the lock: whether ``index`` holds ``doc_id`` stale now, and since when."""
+        entry, document = self.indexed[(index, doc_id)], self.documents.get(doc_id)
+        pending = None if document is None else _pending_since(document, entry, entry.chunks == 0)
+        stale = self._stale.setdefault(index, {})
+        if pending is None:
+            stale.pop(doc_id, None)
+        else:
+            stale[doc_id] = pending
 
     def index_lag(self, event: IndexEvent) -> float | None:
         """The index lag of an index event (source change to indexed) in seconds, when the catalog
@@ -155,38 +205,62 @@ class Catalog:
 
         A document an index holds is stale there when its newest source version (or its deletion)
         is not what the index holds; its staleness is ``now`` minus the time of the oldest change
-        the index has not taken in. An index event with ``chunks: 0`` records a removal.
+        the index has not taken in. An index event with ``chunks: 0`` records a removal. Costs the
+        stale documents, not the catalog (see :func:`health_from_scratch` for the same figures
+        computed from the whole catalog).
         """
-        with self._lock:  # shallow copies of immutable states: the walk below holds nothing up
-            entries = list(self.indexed.values())
-            documents = dict(self.documents)
-        result: dict[str, IndexHealth] = {}
-        models: dict[str, set[str]] = {}
-        pending_by_index: dict[str, list[tuple[float, str]]] = {}
-        for entry in entries:
-            health = result.setdefault(entry.index, IndexHealth())
-            removed = entry.chunks == 0
-            if entry.embedding_model and not removed:
-                models.setdefault(entry.index, set()).add(entry.embedding_model)
-            document = documents.get(entry.doc_id)
-            if document is None:
-                continue
-            pending = _pending_since(document, entry, removed)
-            if pending is not None:
-                health.stale_documents += 1
-                health.max_staleness_seconds = max(health.max_staleness_seconds, max(0.0, now - pending))
-                pending_by_index.setdefault(entry.index, []).append((pending, entry.doc_id))
-        for index, names in models.items():
-            result[index].embedding_models = len(names)
-        for index, pending in pending_by_index.items():
-            result[index].stalest = [doc_id for _, doc_id in heapq.nsmallest(STALEST_IDS, pending)]
+        with self._lock:
+            stale = {index: list(pending.items()) for index, pending in self._stale.items()}
+            models = {index: len(counted) for index, counted in self._models.items()}
+        result = {}
+        for index, pending in stale.items():
+            oldest = min((since for _, since in pending), default=None)
+            result[index] = IndexHealth(
+                stale_documents=len(pending),
+                max_staleness_seconds=0.0 if oldest is None else max(0.0, now - oldest),
+                embedding_models=models.get(index, 0),
+                stalest=[doc_id for _, doc_id in heapq.nsmallest(STALEST_IDS, ((s, d) for d, s in pending))],
+            )
         return result
 
     def load(self, documents: list[DocumentState], indexed: list[IndexedState]) -> None:
         """Replace the contents (at start-up, from the store)."""
         with self._lock:
             self.documents = {d.doc_id: d for d in documents}
-            self.indexed = {(e.index, e.doc_id): e for e in indexed}
+            self.indexed = {}
+            self._holders, self._stale, self._models = {}, {}, {}
+            for entry in indexed:
+                key = (entry.index, entry.doc_id)
+                current = self.indexed.get(key)
+                self.indexed[key] = entry
+                self._track(current, entry)
+
+
+def health_from_scratch(documents: dict[str, DocumentState], entries: Iterable[IndexedState],
+                        now: float) -> dict[str, IndexHealth]:
+    """The figures of :meth:`Catalog.health` computed by walking the whole catalog: the reference
+    the kept-up-to-date figures are checked against."""
+    result: dict[str, IndexHealth] = {}
+    models: dict[str, set[str]] = {}
+    pending_by_index: dict[str, list[tuple[float, str]]] = {}
+    for entry in entries:
+        health = result.setdefault(entry.index, IndexHealth())
+        removed = entry.chunks == 0
+        if entry.embedding_model and not removed:
+            models.setdefault(entry.index, set()).add(entry.embedding_model)
+        document = documents.get(entry.doc_id)
+        if document is None:
+            continue
+        pending = _pending_since(document, entry, removed)
+        if pending is not None:
+            health.stale_documents += 1
+            health.max_staleness_seconds = max(health.max_staleness_seconds, max(0.0, now - pending))
+            pending_by_index.setdefault(entry.index, []).append((pending, entry.doc_id))
+    for index, names in models.items():
+        result[index].embedding_models = len(names)
+    for index, pending in pending_by_index.items():
+        result[index].stalest = [doc_id for _, doc_id in heapq.nsmallest(STALEST_IDS, pending)]
+    return result
 
 
 def _remember(history: dict[str, float], version: str, modified_at: float) -> None:

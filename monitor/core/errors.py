@@ -30,6 +30,7 @@ class Reason(StrEnum):
     TOO_MANY_PASSAGES = "too_many_passages"  # a passage list or the list of lists is too long
     TOO_LONG = "too_long"  # an id or a text exceeds its length limit
     NOT_PERMITTED = "not_permitted"  # a catalog event from a sender without the catalog privilege
+    CATALOG_FULL = "catalog_full"  # a new document or index entry beyond catalog.max_documents / max_index_entries
 
 
 class InvalidInput(Exception):

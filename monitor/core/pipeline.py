@@ -294,9 +294,12 @@ class Pipeline:
         for position, record in enumerate(records):
             try:
                 event = self._decoder.decode(record.data, record.size)
-                if not record.may_write_catalog and isinstance(event, DocumentEvent | IndexEvent):
-                    raise InvalidInput(Reason.NOT_PERMITTED, f"{type(event).__struct_config__.tag} events "
-                                       "change the catalog: this sender lacks the catalog privilege")
+                if isinstance(event, DocumentEvent | IndexEvent):
+                    if not record.may_write_catalog:
+                        raise InvalidInput(Reason.NOT_PERMITTED, f"{type(event).__struct_config__.tag} events "
+                                           "change the catalog: this sender lacks the catalog privilege")
+                    if update_catalog is not None:
+                        update_catalog(event)  # idempotent: a retried batch applies the same changes again
             except InvalidInput as error:
                 letters.append(DeadLetter(record, error.reason, error.detail))
                 rejections.append(Rejection(position, error.reason.value, error.detail))
@@ -307,8 +310,6 @@ class Pipeline:
                     duplicates[record.source] += 1
                     continue
                 batch_traces.add(event.trace_id)
-            if update_catalog is not None:
-                update_catalog(event)  # idempotent: a retried batch applies the same changes again
             earlier = self._refused.get(_retry_key(event)) if self._refused else None
             if earlier is not None:
                 signals, sampling = earlier

@@ -6,7 +6,14 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from ragmon.monitor.core.catalog import MAX_VERSION_HISTORY, Catalog, DocumentState, IndexedState, IndexHealth
+from ragmon.monitor.core.catalog import (
+    MAX_VERSION_HISTORY,
+    Catalog,
+    DocumentState,
+    IndexedState,
+    IndexHealth,
+    health_from_scratch,
+)
 from ragmon.monitor.core.model import DocumentEvent, IndexEvent
 
 NOW = 1_796_000_000.0
@@ -340,3 +347,28 @@ def test_an_index_ahead_of_the_change_feed_is_not_outdated():
     assert catalog.is_outdated("leave", "5") is True
     catalog.apply_document(doc(version="6", modified_at=400.0))  # newer than the indexed v5
     assert catalog.is_outdated("leave", "5", "policies") is True
+
+
+events = st.lists(st.one_of(
+    st.builds(lambda d, v, t, deleted: DocumentEvent(doc_id=d, version=v, modified_at=t, deleted=deleted),
+              st.sampled_from(["a", "b", "c", "d"]), st.sampled_from(["1", "2", "3"]),
+              st.floats(0, 1000), st.booleans()),
+    st.builds(lambda i, d, v, t, model, chunks: IndexEvent(index=i, doc_id=d, version=v, indexed_at=t,
+                                                           embedding_model=model, chunks=chunks),
+              st.sampled_from(["policies", "archive"]), st.sampled_from(["a", "b", "c", "d", "e"]),
+              st.sampled_from(["1", "2", "3"]), st.floats(0, 1000), st.sampled_from([None, "e5@1", "e5@2"]),
+              st.sampled_from([None, 0, 3]))), max_size=40)
+
+
+@given(events, st.floats(0, 2000))
+def test_the_health_kept_up_to_date_equals_the_health_from_the_whole_catalog(sequence, now):
+    catalog = Catalog()
+    for event in sequence:
+        catalog.apply(event)
+    expected = health_from_scratch(catalog.documents, catalog.indexed.values(), now)
+    got = catalog.health(now)
+    assert got == expected
+    assert {index: h.stalest for index, h in got.items()} == {index: h.stalest for index, h in expected.items()}
+    reloaded = Catalog()  # as the store loads it at start-up
+    reloaded.load(list(catalog.documents.values()), list(catalog.indexed.values()))
+    assert reloaded.health(now) == expected

@@ -7,6 +7,7 @@ import json
 import pytest
 
 from ragmon.monitor.config.pipeline import Limits
+from ragmon.monitor.core.catalog import Catalog
 from ragmon.monitor.core.decode import Decoder
 from ragmon.monitor.core.dedupe import SeenTraces
 from ragmon.monitor.core.errors import Reason, Retryable
@@ -137,9 +138,25 @@ def test_the_stages_run_in_order_on_each_event():
                     decide=lambda e, signals, data: seen.append(("sampling", type(e).__name__)))
     pipeline = Pipeline(Decoder(Limits(), lambda: NOW), [MemorySink()], MemoryDeadLetters(), clock=lambda: NOW,
                         stages=stages)
-    pipeline.process(records(GOOD, FEEDBACK))
-    assert seen == [(stage, kind) for kind in ("TraceEvent", "FeedbackEvent")
-                    for stage in ("catalog", "signals", "sampling")]
+    document = b'{"type":"document","doc_id":"d1","version":"1","modified_at":1795999000}'
+    pipeline.process(records(document, GOOD, FEEDBACK))
+    assert seen == [("catalog", "DocumentEvent"), ("signals", "DocumentEvent"), ("sampling", "DocumentEvent"),
+                    *[(stage, kind) for kind in ("TraceEvent", "FeedbackEvent") for stage in ("signals", "sampling")]]
+
+
+def test_a_full_catalog_refuses_new_documents_as_dead_letters_and_keeps_changing_known_ones():
+    catalog, store, dlq = Catalog(max_documents=2), MemorySink("store", durable=True), MemoryDeadLetters()
+    pipeline = Pipeline(Decoder(Limits(), lambda: NOW), [store], dlq, clock=lambda: NOW,
+                        stages=Stages(update_catalog=catalog.apply))
+
+    def document(doc_id: str, version: str) -> bytes:
+        return json.dumps({"type": "document", "doc_id": doc_id, "version": version, "modified_at": NOW - 10}).encode()
+
+    result = pipeline.process(records(document("a", "1"), document("b", "1"), document("c", "1"), document("a", "2")))
+    assert (result.accepted, [r.reason for r in result.rejections]) == (3, ["catalog_full"])
+    assert sorted(catalog.documents) == ["a", "b"] and catalog.document("a").version == "2"
+    assert [letter.reason.value for letter in dlq.letters] == ["catalog_full"]
+    assert "c" not in {o.event.doc_id for o in store.observations}  # never persisted either
 
 
 def test_a_sink_that_cannot_flush_fails_the_batch():
