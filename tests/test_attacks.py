@@ -185,3 +185,63 @@ def test_a_client_retrying_the_same_traces_is_counted_once(server):
     assert scraped(server.url, "ragmon_permission_violations_total", stage="context") == 100
     assert scraped(server.url, "ragmon_duplicate_events_total", source="http") == 200
     assert scraped(server.url, "ragmon_samples_total", stratum="permission_violation") == 100
+
+
+def otlp_flood_body(seed: int, megabytes: int = 15) -> bytes:
+    """An OTLP protobuf request of about ``megabytes``: retriever spans of new traces, each with a
+    3 KB document text."""
+    import random
+
+    from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+    from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
+    from opentelemetry.proto.trace.v1.trace_pb2 import ResourceSpans, ScopeSpans, Span
+
+    rng, now = random.Random(seed), time.time_ns()
+    text = "lorem ipsum " * 256
+    spans = [Span(trace_id=rng.randbytes(16), span_id=rng.randbytes(8), name="retrieve",
+                  start_time_unix_nano=now - 10**9, end_time_unix_nano=now, attributes=[
+                      KeyValue(key="openinference.span.kind", value=AnyValue(string_value="RETRIEVER")),
+                      KeyValue(key="input.value", value=AnyValue(string_value=f"question {n}")),
+                      KeyValue(key="retrieval.documents.0.document.id", value=AnyValue(string_value=f"d{n}")),
+                      KeyValue(key="retrieval.documents.0.document.content", value=AnyValue(string_value=text))])
+             for n in range(megabytes * 1024 * 1024 // 3200)]
+    return ExportTraceServiceRequest(resource_spans=[ResourceSpans(scope_spans=[ScopeSpans(spans=spans)])]
+                                     ).SerializeToString()
+
+
+def test_otlp_bodies_faster_than_traces_are_assembled_are_refused_within_a_byte_budget(server):
+    """Before: three clients sending 15 MB protobuf bodies took the server to 1.83 GB of memory."""
+    bodies = [otlp_flood_body(seed) for seed in range(3)]
+    statuses: Counter = Counter()
+
+    def otlp_flood(stop: threading.Event) -> None:
+        def client(body: bytes) -> None:
+            with httpx.Client(timeout=60) as http:
+                while not stop.is_set():
+                    answer = http.post(f"{server.url}/v1/traces", content=body,
+                                       headers={**AUTH, "content-type": "application/x-protobuf"})
+                    statuses[answer.status_code] += 1
+
+        clients = [threading.Thread(target=client, args=(body,), daemon=True) for body in bodies]
+        for thread in clients:
+            thread.start()
+        for thread in clients:
+            thread.join(60)
+
+    watch = under_attack(server, otlp_flood, seconds=8)
+    assert set(statuses) <= {200, 503} and statuses[503] > 0, statuses  # refused beyond the budget, never a 5xx bug
+    assert set(watch.real_answers) == {200}
+    assert max(watch.healthz_seconds) < NOT_FROZEN_SECONDS
+    assert watch.peak_rss_mb < 1024, "the chart's memory limit"
+    print(f"otlp_flood answers: {dict(statuses)}")
+
+
+def test_a_megabyte_of_one_byte_lines_costs_no_memory_to_speak_of(server):
+    """Before: +560 MB of memory and half a million dead letters."""
+    with httpx.Client(timeout=60) as client:
+        before = peak_rss_mb(server.process.pid)
+        answer = client.post(f"{server.url}/v1/events", content=b"x\n" * 500_000, headers=NDJSON)
+        after = peak_rss_mb(server.process.pid)
+    assert answer.status_code == 413
+    print(f"one-byte lines: peak RSS {before:.0f} MB before, {after:.0f} MB after")
+    assert after - before < 50

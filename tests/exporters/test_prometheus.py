@@ -44,6 +44,7 @@ def test_a_hundred_thousand_distinct_names_stay_within_the_caps():
     sink.consume(observation(signals("acme", "i-first", "r-first")))
     for i in range(100_000):
         sink.consume(observation(signals(f"tenant-{i}", f"index-{i}", f"retriever-{i}")))
+    sink.consume(observation(signals("acme", "i-last", "r-last")))  # squatters cannot take an allowlisted name's label
     values: dict[str, set[str]] = {"tenant": set(), "index": set(), "retriever": set()}
     series = 0
     for family in registry.collect():
@@ -58,6 +59,7 @@ def test_a_hundred_thousand_distinct_names_stay_within_the_caps():
     # every (tenant, index) pair seen is the same pair over and over: first 50ish distinct pairs plus `other`
     assert series < 10_000
     assert metric_sum(registry, "ragmon_answers_total", tenant=OTHER) == 100_000 - 50
+    assert metric_sum(registry, "ragmon_answers_total", tenant="acme") == 2
 
 
 def test_the_exposition_passes_promtool_and_declares_every_spec_metric():
