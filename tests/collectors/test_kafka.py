@@ -40,7 +40,7 @@ from tests.collectors.kafka_support import (
     read_all,
     wait_for,
 )
-from tests.ragmon_process import RagmonServer
+from tests.ragmon_process import RagmonServer, scraped
 from tests.services.harness import Kafka
 
 pytestmark = pytest.mark.integration
@@ -321,3 +321,28 @@ def test_record_checksums_are_computed_natively():
 
     assert util.crc32c_c is not None and util._crc32c is util.crc32c_c
     assert util.calc_crc32c(b"123456789") == 0xE3069283  # the CRC-32C check value
+
+
+def test_traces_produced_twice_are_counted_once(kafka, tmp_path):
+    """An at-least-once producer (retries without idempotence) writes some traces twice: the
+    second copies are acknowledged and counted as duplicates, not as answers, leaks or samples."""
+    topic, dlq, catalog = new_topic(kafka, 3, "twice"), new_topic(kafka, 1, "dlq"), new_topic(kafka, 1, "cat")
+    now = time.time()
+    traces = [{"type": "trace", "trace_id": f"twice-{n}", "time": now - 60, "query": f"q{n}", "tenant": "acme",
+               "index": {"name": "policies"}, "caller": {"id": f"u-{n}", "groups": ["staff"]},
+               "answer": {"text": "yes", "citations": []},
+               "context": [{"id": f"payroll#{n}", "doc_id": "payroll", "acl": ["group:hr"]}]} for n in range(150)]
+    values = [encode(t) for t in traces]
+    keys = [f"u-{n}".encode() for n in range(150)]
+    produce(kafka, topic, values + values, keys + keys)
+    group = f"g-{uuid.uuid4().hex[:6]}"
+    env = {"RAGMON_KAFKA__BOOTSTRAP_SERVERS": f'["{kafka.bootstrap_servers}"]', "RAGMON_KAFKA__TRACES_TOPIC": topic,
+           "RAGMON_KAFKA__DEAD_LETTER_TOPIC": dlq, "RAGMON_KAFKA__CATALOG_TOPIC": catalog,
+           "RAGMON_KAFKA__GROUP_ID": group}
+    with RagmonServer(tmp_path, **env) as server:
+        ends = end_offsets(kafka, topic)
+        wait_for(lambda: committed(kafka, group, topic) == ends, 60, "the consumer to reach the end")
+        assert scraped(server.url, "ragmon_answers_total") == 150
+        assert scraped(server.url, "ragmon_permission_violations_total", stage="context") == 150
+        assert scraped(server.url, "ragmon_duplicate_events_total", source="kafka") == 150
+        assert scraped(server.url, "ragmon_samples_total", stratum="permission_violation") == 150
