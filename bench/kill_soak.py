@@ -24,7 +24,7 @@ import uuid
 from pathlib import Path
 
 from bench.otlp import answers
-from tests.clean_run import UNCAPPED, clean_run_samples, leaks_of
+from tests.clean_run import UNCAPPED_SAMPLING, clean_run_samples, leaks_of
 from tests.collectors.kafka_support import committed, encode, end_offsets, key_of, new_topic, produce, read_all
 from tests.ragmon_process import RagmonServer
 from tests.services.harness import Kafka
@@ -67,14 +67,14 @@ def run(seed: int = 7) -> bool:
     with tempfile.TemporaryDirectory(prefix="ragmon-kill-") as scratch_name, Kafka() as kafka:
         scratch = Path(scratch_name)
         expected_leaks = leaks_of(clean_run_samples([encode(t) for t in traces], scratch / "clean",
-                                                    RAGMON_SAMPLING__WEEKLY_CAP=UNCAPPED))
+                                                    **UNCAPPED_SAMPLING))
         topic, dlq, catalog = new_topic(kafka, 6, "traces"), new_topic(kafka, 1, "dlq"), new_topic(kafka, 1, "cat")
         produce(kafka, topic, values, keys)
         group = f"g-{uuid.uuid4().hex[:6]}"
         env = {"RAGMON_KAFKA__BOOTSTRAP_SERVERS": f'["{kafka.bootstrap_servers}"]', "RAGMON_KAFKA__TRACES_TOPIC": topic,
                "RAGMON_KAFKA__DEAD_LETTER_TOPIC": dlq, "RAGMON_KAFKA__CATALOG_TOPIC": catalog,
                "RAGMON_KAFKA__GROUP_ID": group, "RAGMON_KAFKA__MAX_BATCH": str(MAX_BATCH),
-               "RAGMON_SCHEDULER__EMBEDDED": "false", "RAGMON_SAMPLING__WEEKLY_CAP": UNCAPPED}
+               "RAGMON_SCHEDULER__EMBEDDED": "false", **UNCAPPED_SAMPLING}
         (scratch / "run").mkdir()
         twice_per_kill = []
         started = time.monotonic()

@@ -8,6 +8,8 @@ from pathlib import Path
 #: A weekly cap keeps the first samples it sees, and arrival order across partitions differs
 #: between runs; comparisons across partitions use no cap.
 UNCAPPED = "10000000"
+# every sampled trace kept: no per-tenant and no weekly total cap
+UNCAPPED_SAMPLING = {"RAGMON_SAMPLING__WEEKLY_CAP": UNCAPPED, "RAGMON_SAMPLING__WEEKLY_TOTAL_CAP": UNCAPPED}
 
 
 def clean_run_samples(values: Sequence[bytes], scratch: Path, batch: int = 500, **environ: str) -> dict[str, set[str]]:

@@ -22,7 +22,7 @@ from ragmon.collectors.files import read_dead_letters
 from ragmon.monitor.app.simulate import CORRUPTIONS, Incident, Simulator, corrupt
 from ragmon.monitor.labeling.sample_store import SampleStore
 from ragmon.monitor.storage.store import make_engine, upgrade
-from tests.clean_run import UNCAPPED, clean_run_samples, leaks_of
+from tests.clean_run import UNCAPPED_SAMPLING, clean_run_samples, leaks_of
 from tests.collectors.kafka_support import committed, encode, end_offsets, key_of, new_topic, produce, wait_for
 from tests.ragmon_process import RagmonServer, scraped
 
@@ -42,7 +42,7 @@ def test_a_postgresql_restart_under_the_kafka_consumer_pauses_it_and_loses_nothi
     trace_keys: dict = {}
     values = [encode(d) for d in documents] + [encode(e) for e in events]
     keys = [f"d{i % 97}".encode() for i in range(len(documents))] + [key_of(e, trace_keys) for e in events]
-    expected = clean_run_samples([encode(e) for e in events], tmp_path / "clean", RAGMON_SAMPLING__WEEKLY_CAP=UNCAPPED)
+    expected = clean_run_samples([encode(e) for e in events], tmp_path / "clean", **UNCAPPED_SAMPLING)
     assert len(leaks_of(expected)) > 50
     # One partition: the consumer sees the clean run's order, so even the order-dependent strata
     # (score baselines, rephrases) must come out the same.
@@ -54,7 +54,7 @@ def test_a_postgresql_restart_under_the_kafka_consumer_pauses_it_and_loses_nothi
     env = {"RAGMON_DATABASE__URL": url, "RAGMON_KAFKA__BOOTSTRAP_SERVERS": f'["{kafka.bootstrap_servers}"]',
            "RAGMON_KAFKA__TRACES_TOPIC": topic, "RAGMON_KAFKA__DEAD_LETTER_TOPIC": dlq,
            "RAGMON_KAFKA__CATALOG_TOPIC": catalog, "RAGMON_KAFKA__GROUP_ID": group, "RAGMON_KAFKA__MAX_BATCH": "100",
-           "RAGMON_SCHEDULER__EMBEDDED": "false", "RAGMON_SAMPLING__WEEKLY_CAP": UNCAPPED,
+           "RAGMON_SCHEDULER__EMBEDDED": "false", **UNCAPPED_SAMPLING,
            "RAGMON_REDACTION__CALLER_KEY": "fault-test-caller-key-0123456789"}
     progress = lambda: sum(committed(kafka, group, topic).values())  # noqa: E731
     with RagmonServer(tmp_path, **env) as server:

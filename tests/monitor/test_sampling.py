@@ -286,7 +286,8 @@ def test_weekly_cap_per_tenant_and_stratum():
     assert q.admit("acme", "low_score", "2026-W48", "fp9", "t9") is None  # another stratum
     assert q.admit("globex", "random", "2026-W48", "fp0", "g0") is None  # another tenant, same question
     assert q.admit("acme", "random", "2026-W47", "fp5", "t5") is None  # last week has its own cap
-    assert q.dropped == {DropReason.WEEKLY_CAP: 3, DropReason.NEAR_DUPLICATE: 0, DropReason.OLD_WEEK: 0,
+    assert q.dropped == {DropReason.WEEKLY_CAP: 3, DropReason.WEEKLY_TOTAL_CAP: 0, DropReason.NEAR_DUPLICATE: 0,
+                         DropReason.OLD_WEEK: 0,
                          DropReason.TRACE_EVICTED: 0}
 
 

@@ -56,6 +56,7 @@ def strata(i: int) -> set[str]:
 def test_strata_rates_hold_through_the_pipeline(tmp_path):
     env = {"RAGMON_DATABASE__URL": f"sqlite:///{tmp_path / 'ragmon.db'}",
            "RAGMON_DEAD_LETTER__PATH": str(tmp_path / "dead.jsonl"), "RAGMON_SAMPLING__WEEKLY_CAP": "1000000",
+           "RAGMON_SAMPLING__WEEKLY_TOTAL_CAP": "10000000",
            "RAGMON_SIGNALS__LOW_SCORE_THRESHOLDS": '{"handbook": {"vector": 0.5}}'}
     runtime = build_runtime(load_settings(environ=env), registry=CollectorRegistry())
     now = time.time()
