@@ -3,6 +3,7 @@ queueing without bound, its memory stays bounded, and it serves normally once th
 
 from __future__ import annotations
 
+import itertools
 import threading
 import time
 from collections import Counter
@@ -23,16 +24,36 @@ def test_twice_the_capacity_is_refused_with_retry_after_and_memory_stays_bounded
     simulator = Simulator(seed=8, start=time.time() - 3600, rate=50.0)
     events = [msgspec.json.encode(e) for e in simulator.traffic(20_000) if e["type"] == "trace"]
     bodies = [b"\n".join(events[i:i + BATCH]) for i in range(0, len(events) - BATCH, BATCH)]
+    requests = itertools.count()
+
+    def body(n: int) -> bytes:
+        """The n-th body with trace ids of its own: a trace sent again is a duplicate, which costs
+        the server next to nothing, and the load would no longer be the load it claims to be."""
+        return bodies[n % len(bodies)].replace(b'"trace_id":"', f'"trace_id":"r{next(requests)}-'.encode())
     headers = {"content-type": "application/x-ndjson"}
     with RagmonServer(tmp_path, RAGMON_HTTP__MAX_PENDING_REQUESTS="4") as server:
         pid = server.process.pid
-        with httpx.Client(base_url=server.url, timeout=60) as client:
-            # capacity: one client, back to back
-            started, sent = time.monotonic(), 0
-            while time.monotonic() - started < 5:
-                assert client.post("/v1/events", content=bodies[sent % len(bodies)], headers=headers).status_code == 200
-                sent += 1
-            capacity = sent / (time.monotonic() - started)
+        # capacity: what it takes when it is never idle: 16 clients back to back, counting the
+        # requests it answered 200 (a body is read while another is processed, so one client
+        # alone would understate it)
+        sent: Counter = Counter()
+
+        def back_to_back(number: int, until: float) -> None:
+            with httpx.Client(base_url=server.url, timeout=60) as client:
+                n = number
+                while time.monotonic() < until:
+                    status = client.post("/v1/events", content=body(n), headers=headers).status_code
+                    assert status in (200, 503)
+                    sent[number] += status == 200
+                    n += 16
+
+        started = time.monotonic()
+        measuring = [threading.Thread(target=back_to_back, args=(i, started + 5)) for i in range(16)]
+        for thread in measuring:
+            thread.start()
+        for thread in measuring:
+            thread.join(60)
+        capacity = sum(sent.values()) / (time.monotonic() - started)
         baseline = rss_mb(pid)
 
         # twice that, from many clients at once, for 15 s
@@ -42,18 +63,26 @@ def test_twice_the_capacity_is_refused_with_retry_after_and_memory_stays_bounded
         stop = threading.Event()
         target = 2 * capacity
 
+        clients = 32
+        interval = clients / target  # the clients together offer `target` requests per second
+
         def client_loop(number: int) -> None:
+            # open loop: each request leaves at its scheduled time, however slow the answers are, so
+            # the server is really offered twice what it takes (a client waiting for answers before
+            # it sends again would slow down with the server and offer less)
+            next_at = time.monotonic() + number * interval / clients
             with httpx.Client(base_url=server.url, timeout=60) as client:
                 n = number
                 while not stop.is_set():
-                    answer = client.post("/v1/events", content=bodies[n % len(bodies)], headers=headers)
+                    time.sleep(max(0.0, next_at - time.monotonic()))
+                    next_at += interval
+                    answer = client.post("/v1/events", content=body(n), headers=headers)
                     statuses[answer.status_code] += 1
                     if answer.status_code in (429, 503):
                         retry_after.add(answer.headers.get("retry-after"))
-                    n += 16
-                    time.sleep(16 / target)  # 16 clients together offer `target` requests per second
+                    n += clients
 
-        threads = [threading.Thread(target=client_loop, args=(i,)) for i in range(16)]
+        threads = [threading.Thread(target=client_loop, args=(i,)) for i in range(clients)]
         for thread in threads:
             thread.start()
         load_started = time.monotonic()
@@ -67,7 +96,7 @@ def test_twice_the_capacity_is_refused_with_retry_after_and_memory_stays_bounded
         # recovery: once the load is gone, requests succeed again at once
         with httpx.Client(base_url=server.url, timeout=30) as client:
             time.sleep(1)
-            answers = [client.post("/v1/events", content=bodies[i], headers=headers).status_code for i in range(5)]
+            answers = [client.post("/v1/events", content=body(i), headers=headers).status_code for i in range(5)]
             ready = client.get("/readyz").status_code
     refused = statuses[429] + statuses[503]
     print(f"\ncapacity {capacity:.1f} requests/s of {BATCH} events; at 2x: {dict(statuses)}; "
