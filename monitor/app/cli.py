@@ -52,7 +52,7 @@ def _settings(ctx: click.Context) -> Settings:
 def _exposure(ctx: click.Context, settings: Settings, host: str) -> bool:
     """Whether the port will be open to anyone on purpose (``http.allow_unauthenticated``); a
     non-loopback address without a token that was not allowed ends the command with status 2."""
-    from ragmon.collectors.http import ExposureRefused, check_exposure
+    from ragmon.collectors.http_access import ExposureRefused, check_exposure
 
     token = settings.http.token.get_secret_value() if settings.http.token else None
     try:
@@ -68,7 +68,7 @@ def _exposure(ctx: click.Context, settings: Settings, host: str) -> bool:
 
 def _http_options(settings: Settings, host: str) -> dict:
     """The options of the HTTP app that come from the ``http`` section and the address served."""
-    from ragmon.collectors.http import is_loopback
+    from ragmon.collectors.http_access import is_loopback
 
     http = settings.http
     return {"token": http.token.get_secret_value() if http.token else None,

@@ -11,7 +11,8 @@ from prometheus_client import CollectorRegistry
 from starlette.testclient import TestClient
 
 from ragmon.collectors.files import read_dead_letters
-from ragmon.collectors.http import MAX_REJECTIONS_LISTED, ExposureRefused, build_app, check_exposure
+from ragmon.collectors.http import MAX_REJECTIONS_LISTED, build_app
+from ragmon.collectors.http_access import ExposureRefused, check_exposure
 from ragmon.exporters.prometheus import metric_sum
 from ragmon.monitor.app.wiring import build_runtime
 from ragmon.monitor.config.settings import load_settings
