@@ -19,6 +19,7 @@ import msgspec
 from ragmon.collectors.background import BackgroundSource
 from ragmon.monitor.core.errors import Retryable
 from ragmon.monitor.core.pipeline import Processor
+from ragmon.monitor.core.private_files import open_private
 from ragmon.monitor.core.records import DeadLetter, RawRecord
 from ragmon.monitor.core.retry import GaveUp, RetryPolicy, until_accepted
 
@@ -203,7 +204,8 @@ class JsonlDeadLetterSink:
         decode = msgspec.json.Decoder(_Stamp).decode
         temporary = path.with_name(path.name + ".prune")
         dropped = 0
-        with path.open("rb") as source, temporary.open("wb") as kept:
+        with path.open("rb") as source, os.fdopen(open_private(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC),
+                                                  "wb") as kept:
             for line in source:  # streamed: the file may be large
                 try:
                     # ISO 8601 UTC stamps of one format compare as text
@@ -215,7 +217,6 @@ class JsonlDeadLetterSink:
                 else:
                     kept.write(line)
         if dropped:
-            os.chmod(temporary, 0o640)
             os.replace(temporary, path)
             if path == self.path and self._fd is not None:  # the old descriptor points at the replaced file
                 os.close(self._fd)
@@ -234,8 +235,7 @@ class JsonlDeadLetterSink:
         end: int | None = None
         try:
             if self._fd is None:
-                self.path.parent.mkdir(parents=True, exist_ok=True)
-                self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o640)
+                self._fd = open_private(self.path)
             end = os.lseek(self._fd, 0, os.SEEK_END)
             if end and end + len(data) > self._max_file_bytes:
                 self._rotate()
@@ -270,7 +270,7 @@ class JsonlDeadLetterSink:
         for older, newer in zip(reversed(names[1:]), reversed(names[:-1]), strict=True):
             if newer.exists():
                 os.replace(newer, older)
-        self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o640)
+        self._fd = open_private(self.path)
 
 
 class _Stamp(msgspec.Struct):

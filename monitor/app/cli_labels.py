@@ -11,6 +11,7 @@ from rich.console import Console
 
 from ragmon.exporters.label_studio import LabelStudioError
 from ragmon.monitor.app.cli_context import label_studio_of, settings_of, store_of
+from ragmon.monitor.core.private_files import write_private
 from ragmon.monitor.labeling.labels import append_cases, read_labeled
 
 console = Console()
@@ -40,8 +41,7 @@ def pull(ctx: click.Context, project: str | None, out_file: Path | None) -> None
     except LabelStudioError as error:
         raise click.ClickException(str(error)) from None
     out_file = out_file or Path("ragmon-data") / "labels" / f"{re.sub(r'[^A-Za-z0-9._-]+', '-', title)}.json"
-    out_file.parent.mkdir(parents=True, exist_ok=True)
-    out_file.write_text(json.dumps(tasks, indent=1, sort_keys=True) + "\n")
+    write_private(out_file, (json.dumps(tasks, indent=1, sort_keys=True) + "\n").encode())  # labeled cases: 0600
     annotated = sum(1 for t in tasks if any(not a.get("was_cancelled") for a in t.get("annotations") or []))
     console.print(f"{len(tasks)} tasks from project {title!r} in {out_file}: {annotated} annotated, "
                   f"{len(tasks) - annotated} not yet")

@@ -36,6 +36,7 @@ from ragmon.monitor.core.decode import Decoder
 from ragmon.monitor.core.dedupe import SeenTraces
 from ragmon.monitor.core.errors import Retryable
 from ragmon.monitor.core.pipeline import DeadLetterSink, Pipeline, PipelineStats, Sink, Stages
+from ragmon.monitor.core.private_files import open_private
 from ragmon.monitor.core.signals import SignalEngine
 from ragmon.monitor.labeling.redact import Redactor
 from ragmon.monitor.labeling.sample_store import SampleStore
@@ -60,9 +61,7 @@ def caller_key(settings: Settings) -> str:
                           "in a shared database")
     path = Path(url.database).parent / "caller.key"
     if not path.exists():
-        path.parent.mkdir(parents=True, exist_ok=True)
-        descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-        with os.fdopen(descriptor, "w") as handle:
+        with os.fdopen(open_private(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL), "w") as handle:
             handle.write(secrets.token_hex(32))
     return path.read_text().strip()
 

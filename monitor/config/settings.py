@@ -329,20 +329,30 @@ def effective_config(settings: Settings) -> dict[str, Any]:
     """The configuration as plain data with every secret masked, for display."""
     data = settings.model_dump(mode="python")
     _mask_secrets(settings, data)
-    data["database"]["url"] = mask_url(settings.database.url)
     return _plain(data)
 
 
+_SECRET_PARAMETERS = frozenset({"token", "access_token", "auth", "key", "api_key", "apikey", "secret", "password",
+                                "passwd", "pwd", "sig", "signature", "x-amz-signature", "code"})
+
+
 def mask_url(url: str) -> str:
-    """Hide the password of a URL, keeping the rest readable."""
+    """Hide what a URL carries as a credential, keeping the rest readable: the password of
+    ``user:password@`` and the values of query parameters such as ``token``, ``key`` or
+    ``signature``."""
     parts = urlsplit(url)
-    if parts.password is None:
-        return url
-    host = parts.hostname or ""
-    if parts.port is not None:
-        host = f"{host}:{parts.port}"
-    user = parts.username or ""
-    return urlunsplit(parts._replace(netloc=f"{user}:{MASK}@{host}"))
+    masked = parts
+    if parts.password is not None:
+        host = parts.hostname or ""
+        if parts.port is not None:
+            host = f"{host}:{parts.port}"
+        masked = masked._replace(netloc=f"{parts.username or ''}:{MASK}@{host}")
+    if parts.query:
+        pairs = [pair.partition("=") for pair in parts.query.split("&")]
+        masked = masked._replace(query="&".join(
+            f"{name}={MASK}" if equals and name.lower() in _SECRET_PARAMETERS else f"{name}{equals}{value}"
+            for name, equals, value in pairs))
+    return url if masked == parts else urlunsplit(masked)  # unchanged: as given (sqlite:/// stays)
 
 
 def _mask_secrets(model: BaseModel, data: dict[str, Any]) -> None:
@@ -355,6 +365,9 @@ def _mask_secrets(model: BaseModel, data: dict[str, Any]) -> None:
 
 
 def _plain(value: Any) -> Any:
+    """Plain data for display; every string that is a URL has its credentials masked."""
+    if isinstance(value, str) and "://" in value:
+        return mask_url(value)
     if isinstance(value, dict):
         return {k: _plain(v) for k, v in value.items()}
     if isinstance(value, list | tuple):

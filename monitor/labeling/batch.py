@@ -12,6 +12,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from ragmon.monitor.core.private_files import private_dir, write_private
+
 LABEL_CONFIG = """<View>
   <Header value="Question"/>
   <Text name="question" value="$question"/>
@@ -87,10 +89,12 @@ def task_of(sample) -> dict[str, Any]:
 def write_batch(batch: Sequence, out_dir: Path) -> None:
     """The batch as ``cases.jsonl``, ``tasks.json`` and ``label-config.xml`` in ``out_dir``; the
     same batch always gives the same bytes."""
-    out_dir.mkdir(parents=True, exist_ok=True)
-    (out_dir / "cases.jsonl").write_text("".join(json.dumps(case_of(s), sort_keys=True) + "\n" for s in batch))
-    (out_dir / "tasks.json").write_text(json.dumps([task_of(s) for s in batch], indent=1, sort_keys=True) + "\n")
-    (out_dir / "label-config.xml").write_text(LABEL_CONFIG)
+    private_dir(out_dir)
+    write_private(out_dir / "cases.jsonl",
+                  "".join(json.dumps(case_of(s), sort_keys=True) + "\n" for s in batch).encode())
+    write_private(out_dir / "tasks.json",
+                  (json.dumps([task_of(s) for s in batch], indent=1, sort_keys=True) + "\n").encode())
+    write_private(out_dir / "label-config.xml", LABEL_CONFIG.encode())
 
 
 class TaskProblem(ValueError):

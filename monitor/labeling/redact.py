@@ -399,6 +399,15 @@ class Redactor:
         digest = hmac.new(self._key, caller_id.encode(), hashlib.sha256).hexdigest()
         return PSEUDONYM_PREFIX + digest[:PSEUDONYM_HEX_CHARS]
 
+    def pseudonymize_conversation(self, conversation_id: str) -> str:
+        """A stable stand-in for a conversation id, ``conversation:`` and 24 hex digits: conversation
+        ids are often built from the user's name or email, which would undo the caller's pseudonym.
+        Keyed apart from callers, so a conversation id equal to a caller id does not link the two."""
+        if not self._key:
+            raise ValueError(_NO_KEY)
+        digest = hmac.new(self._key, b"conversation\x00" + conversation_id.encode(), hashlib.sha256).hexdigest()
+        return "conversation:" + digest[:PSEUDONYM_HEX_CHARS]
+
     def redact_event(self, trace: TraceEvent) -> dict[str, Any]:
         """A redacted copy of a decoded trace as JSON-shaped data: what :meth:`redact_trace` gives
         for the same trace, built from the typed struct (no encoding, decoding or deep copy)."""
@@ -424,6 +433,8 @@ class Redactor:
             changes["answer"] = structs.replace(trace.answer, text=self.redact(trace.answer.text))
         if trace.caller is not None and trace.caller.id is not None:
             changes["caller"] = structs.replace(trace.caller, id=self.pseudonymize_caller(trace.caller.id))
+        if trace.conversation_id is not None:
+            changes["conversation_id"] = self.pseudonymize_conversation(trace.conversation_id)
         return msgspec.to_builtins(structs.replace(trace, **changes))
 
     def _principal(self, principal: str) -> str:
@@ -435,8 +446,9 @@ class Redactor:
         Redacted: the query, the answer text, every passage text (retrieval lists and context), the
         feedback comment (of a feedback event, or of feedback joined under ``feedback``). The caller
         id, and ``user:`` principals in passage ACLs, become pseudonyms (so a permission case still
-        shows whether the caller was allowed). Kept as they are: groups, ids, scores, times and all
-        other fields, including unknown ones, so pass decoded events rather than raw input.
+        shows whether the caller was allowed), and so does the conversation id. Kept as they are:
+        groups, ids, scores, times and all other fields, including unknown ones, so pass decoded
+        events rather than raw input.
         """
         out = copy.deepcopy(dict(event))
         self._redact_key(out, "query")
@@ -451,6 +463,8 @@ class Redactor:
         caller = out.get("caller")
         if isinstance(caller, dict) and isinstance(caller.get("id"), str):
             caller["id"] = self.pseudonymize_caller(caller["id"])
+        if isinstance(out.get("conversation_id"), str):
+            out["conversation_id"] = self.pseudonymize_conversation(out["conversation_id"])
         return out
 
     def _redact_key(self, data: Any, key: str) -> None:

@@ -6,6 +6,7 @@ code that owns them (e.g. ``ragmon.monitor.storage.catalog_store``); their schem
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 from alembic import command
@@ -17,6 +18,7 @@ from sqlalchemy.engine import make_url
 from sqlalchemy.exc import SQLAlchemyError
 
 from ragmon.monitor.core.errors import Retryable
+from ragmon.monitor.core.private_files import open_private
 
 MIGRATIONS = Path(__file__).parent / "migrations"
 
@@ -31,7 +33,8 @@ def make_engine(url: str) -> Engine:
     parsed = make_url(url)
     if parsed.get_backend_name() == "sqlite":
         if parsed.database and parsed.database != ":memory:":
-            Path(parsed.database).parent.mkdir(parents=True, exist_ok=True)
+            # created (or tightened) 0600 before SQLite opens it; its WAL files take its mode
+            os.close(open_private(Path(parsed.database), os.O_RDWR | os.O_CREAT))
         engine = create_engine(url, connect_args={"check_same_thread": False, "timeout": 30})
 
         @event.listens_for(engine, "connect")

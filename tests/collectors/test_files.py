@@ -114,7 +114,7 @@ def test_the_dead_letter_file_rotates_and_counts_what_the_oldest_file_took_away(
     kept = [letter["origin"]["item"] for letter in read_dead_letters(path)]
     assert kept == list(range(24 - len(kept), 24))  # the newest, oldest first, none twice
     assert sum(dropped) == 24 - len(kept) > 0  # what was deleted is counted, letter by letter
-    assert all(oct(p.stat().st_mode & 0o777) == "0o640" for p in tmp_path.iterdir())
+    assert all(oct(p.stat().st_mode & 0o777) == "0o600" for p in tmp_path.iterdir())
 
 
 def test_a_full_disk_raises_retryable(tmp_path: Path):

@@ -91,3 +91,39 @@ def test_a_database_outage_refuses_the_batch_and_keeps_the_change(tmp_path):
     again = runtime_for(url, tmp_path)
     assert again.catalog.document("leave").version == "4"
     again.close()
+
+
+def test_what_ragmon_keeps_is_readable_by_its_owner_alone_whatever_the_umask(tmp_path):
+    """The store, the dead letters, the caller key and the weekly export: 0600 files in 0700
+    directories ragmon creates, even under a permissive umask, and still so after a retention prune."""
+    import os
+    import stat
+
+    from prometheus_client import CollectorRegistry
+
+    from ragmon.monitor.app.wiring import build_jobs, build_runtime
+    from ragmon.monitor.config.settings import load_settings
+    from ragmon.monitor.core.records import RawRecord
+
+    data = tmp_path / "ragmon-data"
+    old = os.umask(0o002)
+    try:
+        settings = load_settings(environ={"RAGMON_DATABASE__URL": f"sqlite:///{data / 'ragmon.db'}",
+                                          "RAGMON_DEAD_LETTER__PATH": str(data / "dead.jsonl"),
+                                          "RAGMON_SCHEDULER__BATCH_DIR": str(data / "batches")})
+        runtime = build_runtime(settings, registry=CollectorRegistry())
+        runtime.pipeline.process([RawRecord("file", b"not json")])
+        jobs = build_jobs(runtime)
+        assert jobs.run("weekly-pull") and jobs.run("retention")
+        runtime.close()
+    finally:
+        os.umask(old)
+    modes = {path.relative_to(tmp_path).as_posix(): stat.S_IMODE(path.stat().st_mode)
+             for path in tmp_path.rglob("*")}
+    assert modes["ragmon-data"] == 0o700
+    for name in ("ragmon-data/ragmon.db", "ragmon-data/dead.jsonl", "ragmon-data/caller.key"):
+        assert modes[name] == 0o600, (name, oct(modes[name]))
+    assert all(mode == 0o600 for name, mode in modes.items() if name.startswith("ragmon-data/batches/")
+               and not (tmp_path / name).is_dir()), modes
+    assert all(mode == 0o700 for name, mode in modes.items() if (tmp_path / name).is_dir()), modes
+    assert not [name for name, mode in modes.items() if mode & 0o077]  # the SQLite WAL files included

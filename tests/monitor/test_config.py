@@ -67,6 +67,20 @@ def test_effective_config_masks_database_password():
     assert mask_url("sqlite:///x.db") == "sqlite:///x.db"
 
 
+def test_effective_config_masks_credentials_inside_every_url():
+    settings = load_settings(environ={
+        "RAGMON_LABEL_STUDIO__URL": "https://admin:ls-pass-1@labels.example.com/",
+        "RAGMON_ALERTS__WEBHOOK_URL": "https://hooks.example.com/ragmon?channel=ops&token=hook-secret-2",
+        "RAGMON_ALERTS__ALERTMANAGER_URL": "http://alertmanager:9093/?api_key=am-secret-3&x=1",
+    })
+    shown = effective_config(settings)
+    assert shown["label_studio"]["url"] == "https://admin:****@labels.example.com/"
+    assert shown["alerts"]["webhook_url"] == "https://hooks.example.com/ragmon?channel=ops&token=****"
+    assert shown["alerts"]["alertmanager_url"] == "http://alertmanager:9093/?api_key=****&x=1"
+    for secret in ("ls-pass-1", "hook-secret-2", "am-secret-3"):
+        assert secret not in repr(shown)
+
+
 @pytest.mark.parametrize(("environ", "message"), [
     ({"RAGMON_HTTP__TLS_CERT_FILE": "/etc/ragmon/tls.pem"}, "tls_cert_file and tls_key_file go together"),
     ({"RAGMON_HTTP__TLS_CLIENT_CA_FILE": "/etc/ragmon/clients.pem"}, "mutual TLS is TLS first"),

@@ -122,6 +122,7 @@ def test_retention_deletes_old_unlabeled_samples_and_old_dead_letters(tmp_path):
     assert sorted(s.trace_id for s in runtime.samples.find()) == ["new", "old-exported", "old-labeled"]
     lines = [json.loads(line) for line in letters.path.read_text().splitlines()]
     assert len(lines) == 1 and lines[0]["reason"]
+    assert letters.path.stat().st_mode & 0o777 == 0o600  # the rewrite kept the file private
     with letters.path.open("ab") as handle:
         handle.write(b'{"torn write\n')  # an unreadable line is kept, and retention still works
     assert build_jobs(runtime).run(RETENTION)

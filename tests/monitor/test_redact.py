@@ -175,8 +175,12 @@ def test_a_redacted_trace_holds_no_personal_data_and_keeps_the_rest():
     assert out["context"][0] == first and out["retrievals"][1]["passages"][0] == second
     # a permission case still shows the caller's own principal, under the same pseudonym
     assert first["acl"] == ["group:staff", f"user:{pseudonym}", "tenant:acme"]
-    for key in ("trace_id", "time", "tenant", "conversation_id", "index", "latency_ms", "usage"):
+    for key in ("trace_id", "time", "tenant", "index", "latency_ms", "usage"):
         assert out[key] == event[key]
+    # a conversation id (often built from a user's name or email) would undo the caller's pseudonym
+    conversation = REDACTOR.pseudonymize_conversation("c-77")
+    assert out["conversation_id"] == conversation and conversation.startswith("conversation:")
+    assert conversation[len("conversation:"):] != REDACTOR.pseudonymize_caller("c-77")[len("caller:"):]
     for kept, source in ((first, event["context"][0]), (second, event["retrievals"][0]["passages"][1])):
         assert {k: v for k, v in kept.items() if k not in ("text", "acl")} == {
             k: v for k, v in source.items() if k not in ("text", "acl")}

@@ -163,3 +163,25 @@ def test_the_weekly_pull_writes_the_same_batch_twice_and_only_the_tenants(tmp_pa
     assert {name: (out / name).read_bytes() for name in files} == files  # the same batch
     bad = CliRunner().invoke(main, ["samples", "pull", "--week", "2026-48"], env=env)
     assert bad.exit_code == 2 and "ISO week" in bad.output
+
+
+def test_a_samples_split_follows_its_question_not_its_trace(tmp_path):
+    """Paraphrases of one question must land in one split, or the held-out set leaks into dev: a
+    stored sample's fingerprint is its question's, and its split is that fingerprint's."""
+    from ragmon.monitor.labeling.sampling import SamplingConfig, question_fingerprint, split_of
+
+    events, _ = traffic(seed=5, traces=3000)
+    questions = {e["trace_id"]: e["query"] for e in events if e.get("type") == "trace"}
+    runtime = runtime_for(tmp_path, RAGMON_SAMPLING__HELDOUT_SHARE="0.5")
+    feed(runtime, events)
+    config = SamplingConfig(heldout_share=0.5)
+    stored = SampleStore(runtime.engine).find()
+    assert len(stored) > 100 and {s.split for s in stored} == {"dev", "heldout"}
+    for sample in stored:
+        assert sample.fingerprint == question_fingerprint(questions[sample.trace_id])
+        assert sample.split == split_of(config.salt, sample.fingerprint, config.heldout_share)
+    by_fingerprint: dict[str, set[str]] = {}
+    for sample in stored:
+        by_fingerprint.setdefault(sample.fingerprint, set()).add(sample.split)
+    assert all(len(splits) == 1 for splits in by_fingerprint.values())
+    runtime.close()
