@@ -11,7 +11,7 @@ Nothing else — no user, trace, passage or document id, no text — ever become
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
@@ -19,25 +19,41 @@ from ragmon.exporters.metrics import BY_NAME, PULLED, MetricSpec
 from ragmon.monitor.config.settings import LabelsConfig
 
 OTHER = "other"
+REDACTED = "redacted"
+MAX_HIDDEN = 10_000  # private names remembered per label
 
 
 class LabelCap:
-    """Maps a free-form name to itself while there is room, else to ``other``."""
+    """Maps a free-form name to itself while there is room, else to ``other``; a name that looks
+    private (``private``: a detector fires on it, e.g. an e-mail used as a tenant name) becomes
+    ``redacted``, and each such name is reported once to ``on_redacted``. Allowlisted names are
+    taken as they are."""
 
-    def __init__(self, allow: Iterable[str], limit: int) -> None:
+    def __init__(self, allow: Iterable[str], limit: int, private: Callable[[str], bool] | None = None,
+                 on_redacted: Callable[[], None] | None = None) -> None:
         self._allow = frozenset(allow)
         self._limit = limit
+        self._private = private
+        self._on_redacted = on_redacted or (lambda: None)
         self._seen: set[str] = set(self._allow)
+        self._hidden: set[str] = set()  # private names met, so the detectors run once per name
         self._dynamic = 0
         self._lock = threading.Lock()
 
     def __call__(self, value: str) -> str:
         if value in self._seen:
             return value
+        if value in self._hidden:
+            return REDACTED
         with self._lock:
             if value in self._seen:
                 return value
             if self._dynamic < self._limit:
+                if self._private is not None and self._private(value):
+                    if len(self._hidden) < MAX_HIDDEN:
+                        self._hidden.add(value)
+                        self._on_redacted()
+                    return REDACTED
                 self._dynamic += 1
                 self._seen.add(value)
                 return value
@@ -55,12 +71,15 @@ def _make(spec: MetricSpec, registry: CollectorRegistry):
 class Metrics:
     """Every pushed instrument, by a short name."""
 
-    def __init__(self, registry: CollectorRegistry, labels: LabelsConfig) -> None:
+    def __init__(self, registry: CollectorRegistry, labels: LabelsConfig,
+                 private: Callable[[str], bool] | None = None) -> None:
+        """``private`` tells a name that must not become a label value (see :class:`LabelCap`)."""
         self.registry = registry
-        self.tenant = LabelCap(labels.tenants, labels.max_tenants)
-        self.index = LabelCap(labels.indexes, labels.max_indexes)
-        self.retriever = LabelCap((), labels.max_retrievers)
         made = {spec.name: _make(spec, registry) for spec in BY_NAME.values() if spec.name not in PULLED}
+        redacted = made["ragmon_redacted_label_values_total"]
+        self.tenant = LabelCap(labels.tenants, labels.max_tenants, private, redacted.labels("tenant").inc)
+        self.index = LabelCap(labels.indexes, labels.max_indexes, private, redacted.labels("index").inc)
+        self.retriever = LabelCap((), labels.max_retrievers, private, redacted.labels("retriever").inc)
         self.answers = made["ragmon_answers_total"]
         self.violations = made["ragmon_permission_violations_total"]
         self.unknown_acl = made["ragmon_unknown_acl_passages_total"]

@@ -104,6 +104,8 @@ METRICS: tuple[MetricSpec, ...] = (
     MetricSpec("ragmon_sink_errors_total", "counter", ("sink",),
                "Observations a sink failed on (a bug: the other sinks still got them)."),
     MetricSpec("ragmon_build_info", "gauge", ("version",), "Always 1; the running ragmon version."),
+    MetricSpec("ragmon_redacted_label_values_total", "counter", ("label",),
+               "Distinct tenant, index or retriever names exported as `redacted`: a redaction detector fired on them."),
     MetricSpec("ragmon_http_unauthenticated", "gauge", (),
                "1 when the HTTP port serves a non-loopback address without a token (http.allow_unauthenticated)."),
 )

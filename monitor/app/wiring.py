@@ -314,7 +314,9 @@ def build_runtime(
     stats = PipelineStats()
     samples = SampleStore(engine, clock)
     registry = registry if registry is not None else CollectorRegistry()
-    metrics = Metrics(registry, settings.labels)
+    # a tenant, index or retriever name holding personal data or a secret is not exported as a label
+    detector = Redactor(settings.redaction, require_key=False)
+    metrics = Metrics(registry, settings.labels, private=lambda name: detector.redact(name) != name)
     register_scrape_time(metrics, stats, catalog, clock, sample_queue=samples.counts_by_status)
     signals = SignalEngine(settings.signals, catalog)
     dead_letters = _dead_letters(settings, clock, metrics)

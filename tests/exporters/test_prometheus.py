@@ -77,3 +77,20 @@ def test_the_exposition_passes_promtool_and_declares_every_spec_metric():
     assert promtool, "promtool comes with the test services (tests/services/install.sh)"
     checked = subprocess.run([promtool, "check", "metrics"], input=exposition, capture_output=True)
     assert checked.returncode == 0 and checked.stdout == b"" and checked.stderr == b"", checked
+
+
+def test_a_name_holding_personal_data_or_a_secret_is_exported_as_redacted():
+    from ragmon.monitor.labeling.redact import RedactionConfig, Redactor
+
+    detector = Redactor(RedactionConfig(), require_key=False)
+    registry = CollectorRegistry()
+    sink = PrometheusSink(Metrics(registry, LabelsConfig(tenants=["ops@example.com"]),
+                                  private=lambda name: detector.redact(name) != name))
+    for tenant in ("acme", "bob.jones@example.com", "bob.jones@example.com", "ops@example.com"):
+        sink.consume(observation(signals(tenant, "policies", "bm25")))
+    exposition = generate_latest(registry).decode()
+    assert "bob.jones" not in exposition
+    assert metric_sum(registry, "ragmon_answers_total", tenant="redacted") == 2
+    assert metric_sum(registry, "ragmon_answers_total", tenant="acme") == 1
+    assert metric_sum(registry, "ragmon_answers_total", tenant="ops@example.com") == 1  # allowlisted on purpose
+    assert metric_sum(registry, "ragmon_redacted_label_values_total", label="tenant") == 1  # one name
