@@ -88,6 +88,13 @@ def under_attack(server: RagmonServer, attack: Callable[[threading.Event], None]
 
 @pytest.fixture
 def server(tmp_path):
+    with RagmonServer(tmp_path, RAGMON_HTTP__TOKEN=TOKEN) as running:
+        yield running
+
+
+@pytest.fixture
+def impatient_server(tmp_path):
+    """The body timeout shortened to 2 s, so that slow clients are let go within the test."""
     with RagmonServer(tmp_path, RAGMON_HTTP__TOKEN=TOKEN, RAGMON_HTTP__BODY_TIMEOUT_SECONDS="2") as running:
         yield running
 
@@ -110,13 +117,13 @@ def test_concatenated_empty_gzip_members_are_refused_without_freezing_the_server
     assert set(watch.real_answers) == {200}
 
 
-def test_slow_bodies_hold_no_ingest_slot_and_time_out(server):
+def test_slow_bodies_hold_no_ingest_slot_and_time_out(impatient_server):
     """64 default slots: before, 64 clients trickling a byte a second got every real request a 503."""
     outcomes: Counter = Counter()
 
     def slowloris(stop: threading.Event) -> None:
         def one() -> None:
-            sock = socket.create_connection(("127.0.0.1", server.port), timeout=10)
+            sock = socket.create_connection(("127.0.0.1", impatient_server.port), timeout=10)
             sock.sendall(b"POST /v1/events HTTP/1.1\r\nHost: ragmon\r\nContent-Type: application/x-ndjson\r\n"
                          b"Content-Length: 1000000\r\nAuthorization: Bearer " + TOKEN.encode() + b"\r\n\r\n")
             sock.settimeout(0.3)
@@ -138,7 +145,7 @@ def test_slow_bodies_hold_no_ingest_slot_and_time_out(server):
         for client in clients:
             client.join(30)
 
-    watch = under_attack(server, slowloris, seconds=5)
+    watch = under_attack(impatient_server, slowloris, seconds=5)
     assert outcomes["408"] >= 70, outcomes  # each let go after the 2 s body timeout
     assert set(watch.real_answers) == {200} and watch.real_answers[200] >= 10
     assert max(watch.healthz_seconds) < NOT_FROZEN_SECONDS
