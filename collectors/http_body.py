@@ -74,12 +74,11 @@ class Lease:
         self._held = 0
 
 
-async def read_body(request: Request, max_bytes: int, lease: Lease | None = None, timeout: float = 30.0) -> bytes:
+async def read_body(request: Request, max_bytes: int, lease: Lease, timeout: float = 30.0) -> bytes:
     """The request body, gunzipped if needed, never more than ``max_bytes`` held, every byte taken
     from ``lease``. A body not received within ``timeout`` seconds is a 408: a client trickling
     its body holds no more than its bytes. Decompression runs on a worker thread, bounded in
     members, ratio and time (:func:`gunzip`)."""
-    lease = lease or ByteBudget(max_bytes * 2).lease()
     declared = request.headers.get("content-length")
     if declared is not None and declared.isdigit() and int(declared) > max_bytes:
         raise BodyError(413, f"body of {declared} bytes exceeds the limit of {max_bytes}")
