@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import base64
 import contextlib
 import errno
 import logging
@@ -17,6 +16,7 @@ from typing import BinaryIO
 import msgspec
 
 from ragmon.collectors.background import BackgroundSource
+from ragmon.collectors.letter_body import LetterBody
 from ragmon.monitor.core.errors import Retryable
 from ragmon.monitor.core.pipeline import Processor
 from ragmon.monitor.core.private_files import open_private
@@ -132,7 +132,7 @@ class JsonlSource(BackgroundSource):
             self._on_commit(last_line, self._bytes_read)
 
 
-class _DeadLetter(msgspec.Struct):
+class _DeadLetter(msgspec.Struct, omit_defaults=True):
     time: str
     source: str
     reason: str
@@ -140,12 +140,18 @@ class _DeadLetter(msgspec.Struct):
     origin: dict
     size: int
     truncated: bool
-    raw_base64: str
+    raw_hmac: str | None = None
+    raw_sha256: str | None = None
+    text: str | None = None
+    text_omitted: bool = False
+    raw_encrypted: str | None = None
 
 
 class JsonlDeadLetterSink:
     """Appends each rejected record as one JSON line: time, source, reason, detail, origin,
-    size, and the raw bytes (base64, at most ``max_raw_bytes``; ``truncated`` says if cut).
+    size, and what ``body`` keeps of the bytes (:class:`LetterBody`: a keyed hash, the redacted
+    text, the raw bytes encrypted; at most ``max_raw_bytes`` of them, ``truncated`` says if cut).
+    Without ``body``, a plain hash alone.
 
     A batch's letters are appended in one write and synced before ``write`` returns. A failure
     (disk full, directory gone) leaves no partial batch behind: the file is cut back to where the
@@ -160,8 +166,9 @@ class JsonlDeadLetterSink:
 
     def __init__(self, path: Path, max_raw_bytes: int, clock: Callable[[], float] = time.time, *,
                  max_file_bytes: int = 64 * 1024 * 1024, keep_files: int = 4,
-                 on_dropped: Callable[[int], None] | None = None) -> None:
+                 on_dropped: Callable[[int], None] | None = None, body: LetterBody | None = None) -> None:
         self.path = path
+        self._body = body or LetterBody(max_bytes=max_raw_bytes)
         self._max_raw_bytes = max_raw_bytes
         self._clock = clock
         self._max_file_bytes = max_file_bytes
@@ -184,12 +191,11 @@ class JsonlDeadLetterSink:
 
     def _line(self, letter: DeadLetter, stamp: str) -> bytes:
         record = letter.record
-        raw = record.data[: self._max_raw_bytes]
         size = len(record.data) if record.size is None else record.size
         return self._encoder.encode(_DeadLetter(
             time=stamp, source=record.source, reason=letter.reason.value, detail=letter.detail,
-            origin=record.origin, size=size, truncated=len(raw) < size,
-            raw_base64=base64.b64encode(raw).decode("ascii"),
+            origin=record.origin, size=size, truncated=min(len(record.data), self._max_raw_bytes) < size,
+            **self._body.fields(record.data),
         )) + b"\n"
 
     def prune(self, before: float) -> int:

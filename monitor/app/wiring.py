@@ -25,6 +25,7 @@ from ragmon.alerts.notifiers import AlertmanagerNotifier, WebhookNotifier
 from ragmon.alerts.sink import AlertSink
 from ragmon.alerts.state import AlertBook
 from ragmon.collectors.files import JsonlDeadLetterSink
+from ragmon.collectors.letter_body import LetterBody
 from ragmon.exporters.instruments import Metrics
 from ragmon.exporters.prometheus import PrometheusSink, register_scrape_time
 from ragmon.monitor.app.jobs import Jobs
@@ -185,10 +186,22 @@ def _dead_letters(settings: Settings, clock: Callable[[], float], metrics: Metri
         # 160 ms, against 35 ms with 256 KB).
         producer = KafkaProducer(acks="all", retries=5, linger_ms=5, batch_size=256 * 1024,
                                  client_id="ragmon-dead-letters", **settings.kafka.client_options())
-        return KafkaDeadLetterSink(producer, settings.kafka.dead_letter_topic, settings.dead_letter.max_raw_bytes)
+        return KafkaDeadLetterSink(producer, settings.kafka.dead_letter_topic, settings.dead_letter.max_raw_bytes,
+                                   body=_letter_body(settings))
     config = settings.dead_letter
     return JsonlDeadLetterSink(config.path, config.max_raw_bytes, clock=clock, max_file_bytes=config.max_file_bytes,
-                               keep_files=config.keep_files, on_dropped=metrics.dead_letters_dropped.inc)
+                               keep_files=config.keep_files, on_dropped=metrics.dead_letters_dropped.inc,
+                               body=_letter_body(settings))
+
+
+def _letter_body(settings: Settings) -> LetterBody:
+    """Dead letters keep a hash keyed like the caller pseudonyms, the redacted text, and the raw
+    bytes only encrypted (``dead_letter.keep_raw``)."""
+    redactor = Redactor(settings.redaction, require_key=False)
+    config = settings.dead_letter
+    return LetterBody(hash_key=caller_key(settings).encode(), redact=redactor.redact, raw_key=config.raw_key(),
+                      max_bytes=config.max_raw_bytes, max_text_bytes=config.max_text_bytes,
+                      texts_per_second=config.texts_per_second)
 
 
 def build_sources(runtime: Runtime) -> list:

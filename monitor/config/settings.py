@@ -7,6 +7,7 @@ setting silently left at its default.
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 from collections.abc import Mapping
@@ -49,13 +50,43 @@ class DeadLetterConfig(ConfigSection):
 
     path: Path = Field(Path("ragmon-data/dead-letters.jsonl"), description="JSONL file of rejected records.")
     max_raw_bytes: PositiveInt = Field(
-        65536, description="Raw bytes kept per rejected record; longer records are truncated and flagged."
+        65536, description="Raw bytes kept (encrypted, with `keep_raw`) per rejected record; longer records are "
+        "truncated and flagged."
     )
     max_file_bytes: PositiveInt = Field(
         64 * 1024 * 1024, description="Size at which the file is rotated (`path` becomes `path.1`, ...).")
     keep_files: NonNegativeInt = Field(
         4, description="Rotated files kept; the oldest beyond them is deleted and its letters counted in "
         "`ragmon_dead_letters_dropped_total`.")
+    max_text_bytes: PositiveInt = Field(
+        4096, description="Bytes of a rejected record its letter's redacted text is made from.")
+    texts_per_second: PositiveFloat = Field(
+        50.0, description="Letters per second that get a redacted text (after a burst of ten seconds' worth); "
+        "beyond it a letter keeps its hash and says `text_omitted`: redaction stays bounded under a flood.")
+    keep_raw: bool = Field(
+        False, description="Keep each rejected record's raw bytes, encrypted with `encryption_key` (AES-GCM), "
+        "in the file and on the dead-letter topic. Off: a letter keeps a keyed hash and the redacted text.")
+    encryption_key: SecretStr = Field(
+        SecretStr(""), description="Base64 of a 16, 24 or 32-byte AES key; required with `keep_raw`.")
+
+    @model_validator(mode="after")
+    def _key_for_raw(self) -> DeadLetterConfig:
+        if self.keep_raw:
+            self.raw_key()
+        return self
+
+    def raw_key(self) -> bytes | None:
+        """The AES key raw bytes are encrypted with, or None when they are not kept."""
+        if not self.keep_raw:
+            return None
+        try:
+            key = base64.b64decode(self.encryption_key.get_secret_value(), validate=True)
+        except ValueError:
+            key = b""
+        if len(key) not in (16, 24, 32):
+            raise ValueError("encryption_key: keep_raw needs the base64 of a 16, 24 or 32-byte key "
+                             "(e.g. `openssl rand -base64 32`)")
+        return key
 
 
 class DatabaseConfig(ConfigSection):
@@ -286,7 +317,7 @@ def _set_path(data: dict[str, Any], name: str, value: str) -> None:
         if not isinstance(child, dict):
             raise ConfigError(f"environment variable {name}: `{key}` is not a section")
         node = child
-    if value[:1] in "[{":
+    if value.startswith(("[", "{")):  # an empty value is a string, not JSON
         try:
             node[keys[-1]] = json.loads(value)
             return

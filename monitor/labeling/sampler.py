@@ -128,7 +128,10 @@ class Sampler:
         if event is None:
             event = self._decoder.decode(lz4.block.decompress(held.raw))
         payload = self._redactor.redact_event(event)
-        decision.samples.append(NewSample(trace_id, held.tenant, week, admitted,
+        # the row's trace id and tenant as the payload has them: a name a detector fires on is not
+        # stored beside its redacted copy
+        redact = self._redactor.redact
+        decision.samples.append(NewSample(redact(trace_id), redact(held.tenant), week, admitted,
                                           split_of(self._config.salt, fingerprint, self._config.heldout_share),
                                           fingerprint, held.time, payload))
 

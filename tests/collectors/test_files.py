@@ -3,13 +3,17 @@
 from __future__ import annotations
 
 import base64
+import hashlib
+import hmac
 import io
 from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
+from cryptography.exceptions import InvalidTag
 
 from ragmon.collectors.files import JsonlDeadLetterSink, JsonlSource, SourceStopped, read_dead_letters
+from ragmon.collectors.letter_body import LetterBody, decrypt_raw
 from ragmon.monitor.core.errors import Reason, Retryable
 from ragmon.monitor.core.pipeline import BatchResult, Processor
 from ragmon.monitor.core.records import DeadLetter, RawRecord
@@ -87,24 +91,55 @@ def test_a_source_gives_up_after_its_retries_and_says_where_to_resume():
     assert caught.value.position == 0 and "db down" in str(caught.value)
 
 
+KEY, RAW_KEY = b"dead-letter-hash-key", bytes(range(32))
+
+
 def test_dead_letter_file_keeps_reason_detail_origin_and_raw_bytes(tmp_path: Path):
-    sink = JsonlDeadLetterSink(tmp_path / "dlq" / "dead.jsonl", max_raw_bytes=8, clock=lambda: 1_796_000_000.0)
+    body = LetterBody(hash_key=KEY, redact=lambda text: text.replace("not", "[X]"), raw_key=RAW_KEY, max_bytes=8,
+                      max_text_bytes=8)
+    sink = JsonlDeadLetterSink(tmp_path / "dlq" / "dead.jsonl", max_raw_bytes=8, clock=lambda: 1_796_000_000.0,
+                               body=body)
     sink.write([DeadLetter(RawRecord("file", b"\xffnot json at all", {"path": "x", "line": 3}),
                            Reason.MALFORMED_JSON, "bad")])
     sink.write([DeadLetter(RawRecord("file", b"head", {"line": 9}, size=10_000), Reason.TOO_LARGE, "big")])
     sink.shutdown()
     first, second = read_dead_letters(tmp_path / "dlq" / "dead.jsonl")
     assert first["reason"] == "malformed_json" and first["origin"] == {"path": "x", "line": 3}
-    assert base64.b64decode(first["raw_base64"]) == b"\xffnot jso"
+    assert first["text"] == "\ufffd[X] jso"  # the kept bytes, decoded, through the redactor
+    assert first["raw_hmac"] == hmac.new(KEY, b"\xffnot json at all", hashlib.sha256).hexdigest()  # of all bytes
+    assert decrypt_raw(RAW_KEY, first["raw_encrypted"]) == b"\xffnot jso"
+    assert "\xffnot" not in base64.b64decode(first["raw_encrypted"]).decode("latin-1")
+    with pytest.raises(InvalidTag):
+        decrypt_raw(bytes(32), first["raw_encrypted"])
     assert first["truncated"] is True and first["size"] == 16
     assert first["time"] == "2026-11-30T00:53:20.000+00:00"
     assert second["size"] == 10_000 and second["truncated"] is True
 
 
+def test_under_a_flood_only_so_many_letters_a_second_get_a_redacted_text():
+    clock = [0.0]
+    body = LetterBody(hash_key=KEY, redact=str.upper, texts_per_second=2, clock=lambda: clock[0])
+    first = [body.fields(f"junk {i}".encode()) for i in range(25)]
+    assert [f.get("text") for f in first[:20]] == [f"JUNK {i}" for i in range(20)]  # a burst of ten seconds' worth
+    assert all(f.get("text_omitted") is True and "text" not in f and f["raw_hmac"] for f in first[20:])
+    clock[0] = 1.0  # a second later: two more
+    assert [("text" in body.fields(b"later")) for _ in range(3)] == [True, True, False]
+
+
+def test_without_a_body_policy_a_letter_keeps_no_bytes_at_all(tmp_path: Path):
+    sink = JsonlDeadLetterSink(tmp_path / "dead.jsonl", max_raw_bytes=100)
+    sink.write([DeadLetter(RawRecord("http", b'{"query": "mail bob@example.com"}', {}), Reason.MISSING_FIELD, "x")])
+    sink.shutdown()
+    [letter] = read_dead_letters(tmp_path / "dead.jsonl")
+    assert letter["raw_sha256"] == hashlib.sha256(b'{"query": "mail bob@example.com"}').hexdigest()
+    assert "bob" not in (tmp_path / "dead.jsonl").read_text()
+
+
 def test_the_dead_letter_file_rotates_and_counts_what_the_oldest_file_took_away(tmp_path: Path):
     dropped: list[int] = []
     path = tmp_path / "dead.jsonl"
-    sink = JsonlDeadLetterSink(path, max_raw_bytes=100, max_file_bytes=2000, keep_files=2, on_dropped=dropped.append)
+    sink = JsonlDeadLetterSink(path, max_raw_bytes=100, max_file_bytes=2000, keep_files=2, on_dropped=dropped.append,
+                               body=LetterBody(redact=str, max_bytes=100))
     for batch in range(12):  # about 350 bytes a letter, two letters a batch: a file holds two or three batches
         sink.write([DeadLetter(RawRecord("http", b"x" * 100, {"item": batch * 2 + i}), Reason.MALFORMED_JSON, "bad")
                     for i in range(2)])

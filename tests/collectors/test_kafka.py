@@ -4,6 +4,7 @@ a consumer group splitting partitions, and a broker restart."""
 from __future__ import annotations
 
 import contextlib
+import json
 import signal
 import sqlite3
 import time
@@ -200,6 +201,8 @@ def test_a_killed_consumer_loses_nothing(kafka, tmp_path):
     origins = {(int(dict(m.headers)["ragmon.origin.partition"]), int(dict(m.headers)["ragmon.origin.offset"]))
                for m in letters}
     assert len(origins) == bad_offsets_expected  # each malformed record dead-lettered (at least once)
+    # the value keeps a keyed hash and the redacted text, not the record's bytes (keep_raw is off)
+    assert all(set(json.loads(m.value)) == {"raw_hmac", "text"} for m in letters)
 
 
 def test_two_consumers_split_the_partitions_and_keying_keeps_rephrases_together(kafka, tmp_path):

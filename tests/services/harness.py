@@ -32,6 +32,14 @@ CACHE = Path(os.environ.get("SERVICES_CACHE_DIR", Path.home() / ".cache" / "ragm
 
 
 HELM_VERSION = "v3.22.0"
+# presidio-evaluator's sentence templates, read from its wheel (the package itself, with spaCy,
+# transformers and scikit-learn, is far more than a file of templates needs)
+PRESIDIO_EVALUATOR_VERSION = "0.3.2"
+
+
+def presidio_templates() -> Path:
+    """templates.txt of presidio-evaluator, taken out of its wheel by install.sh."""
+    return CACHE / f"presidio-evaluator-{PRESIDIO_EVALUATOR_VERSION}" / "templates.txt"
 
 
 def clients_dir() -> Path:

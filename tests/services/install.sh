@@ -4,7 +4,8 @@
 #   Apache Kafka broker jars (Maven Central, cached outside the repository),
 #   Label Studio (PyPI, in a virtual environment of its own, cached outside the repository),
 #   the RAG frameworks of tests/clients/ (PyPI, likewise),
-#   helm (built from the Go module proxy with `go install`, cached outside the repository).
+#   helm (built from the Go module proxy with `go install`, cached outside the repository),
+#   presidio-evaluator's sentence templates (its wheel from PyPI, cached outside the repository).
 # Idempotent: a second run on a prepared machine only checks and returns.
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
@@ -61,6 +62,21 @@ if [ ! -x "$helm_dir/helm" ]; then
   echo "building helm $helm_version into $helm_dir"
   mkdir -p "$helm_dir"
   GOBIN="$helm_dir" GOFLAGS=-mod=mod go install "helm.sh/helm/v3/cmd/helm@$helm_version"
+fi
+pe_version="$(sed -n 's:^PRESIDIO_EVALUATOR_VERSION = "\(.*\)"$:\1:p' "$here/harness.py")"
+pe_dir="$cache/presidio-evaluator-$pe_version"
+if [ ! -f "$pe_dir/templates.txt" ]; then
+  echo "fetching presidio-evaluator $pe_version's templates into $pe_dir"
+  mkdir -p "$pe_dir"
+  python3 -m pip download -q --no-deps --only-binary :all: "presidio-evaluator==$pe_version" -d "$pe_dir"
+  python3 - "$pe_dir" <<'PY'
+import pathlib, sys, zipfile
+folder = pathlib.Path(sys.argv[1])
+[wheel] = folder.glob("presidio_evaluator-*.whl")
+with zipfile.ZipFile(wheel) as archive:
+    data = archive.read("presidio_evaluator/data_generator/raw_data/templates.txt")
+(folder / "templates.txt").write_bytes(data)
+PY
 fi
 echo "services ready: kafka $kafka_version in $kafka_dir, label studio $ls_version in $ls_dir, helm in $helm_dir," \
      "frameworks in $clients_dir"

@@ -1,0 +1,90 @@
+"""What a dead letter keeps of the record it could not take (docs/reliability.md, "Dead letters").
+
+A rejected record may hold anything its sender put in it: personal data, a pasted key. By default
+a letter keeps a keyed hash of the bytes (to match a letter with a sender's copy, or two letters
+with each other, without keeping the bytes) and the text with the redactor's placeholders in place
+of what it detects. The raw bytes are kept only when ``dead_letter.keep_raw`` is on, and then
+encrypted with AES-GCM under ``dead_letter.encryption_key``, so that a replay can decrypt them and
+a copy of the file alone reveals nothing.
+
+Redacting costs about a millisecond per kilobyte of text, far more than rejecting a record does:
+so the text is cut to ``max_text_bytes``, and a flood of junk gets redacted text for at most
+``texts_per_second`` letters (a burst of ten seconds' worth first); the letters beyond that keep
+their hash, and ``text_omitted`` says so. Examples are what an on-call engineer needs, not all of them.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import hmac
+import os
+import threading
+import time
+from collections.abc import Callable
+
+from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+
+_AAD = b"ragmon dead letter v1"  # binds a ciphertext to its use: not decryptable as anything else
+_NONCE_BYTES = 12
+
+
+class LetterBody:
+    """Turns a rejected record's bytes into the fields its letter keeps.
+
+    ``hash_key``: key of the HMAC-SHA256 of the bytes (empty: a plain SHA-256). ``redact``: the
+    redactor's text function; None keeps no text. ``raw_key``: a 16, 24 or 32-byte AES key; None
+    keeps no raw bytes. ``max_bytes`` bounds the raw bytes kept, ``max_text_bytes`` the bytes the
+    text is made from, ``texts_per_second`` how many letters get a text (see the module)."""
+
+    def __init__(self, *, hash_key: bytes = b"", redact: Callable[[str], str] | None = None,
+                 raw_key: bytes | None = None, max_bytes: int = 65536, max_text_bytes: int = 4096,
+                 texts_per_second: float = 50.0, clock: Callable[[], float] = time.monotonic) -> None:
+        self._hash_key = hash_key
+        self._redact = redact
+        self._cipher = AESGCM(raw_key) if raw_key is not None else None
+        self._max_bytes = max_bytes
+        self._max_text_bytes = max_text_bytes
+        self._rate = texts_per_second
+        self._burst = max(1.0, texts_per_second * 10)
+        self._tokens = self._burst
+        self._clock = clock
+        self._last = clock()
+        self._lock = threading.Lock()
+
+    def fields(self, data: bytes) -> dict[str, str | bool]:
+        """``raw_hmac`` (or ``raw_sha256``); ``text`` when a redactor is set and the rate allows,
+        else ``text_omitted``; ``raw_encrypted`` (base64 of nonce and ciphertext) when raw bytes
+        are kept."""
+        kept = data[: self._max_bytes]
+        out: dict[str, str | bool]
+        if self._hash_key:
+            out = {"raw_hmac": hmac.new(self._hash_key, data, hashlib.sha256).hexdigest()}
+        else:
+            out = {"raw_sha256": hashlib.sha256(data).hexdigest()}
+        if self._redact is not None:
+            if self._take_token():
+                out["text"] = self._redact(data[: self._max_text_bytes].decode("utf-8", errors="replace"))
+            else:
+                out["text_omitted"] = True
+        if self._cipher is not None:
+            nonce = os.urandom(_NONCE_BYTES)
+            out["raw_encrypted"] = base64.b64encode(nonce + self._cipher.encrypt(nonce, kept, _AAD)).decode("ascii")
+        return out
+
+    def _take_token(self) -> bool:
+        with self._lock:
+            now = self._clock()
+            self._tokens = min(self._burst, self._tokens + (now - self._last) * self._rate)
+            self._last = now
+            if self._tokens < 1:
+                return False
+            self._tokens -= 1
+            return True
+
+
+def decrypt_raw(raw_key: bytes, raw_encrypted: str) -> bytes:
+    """The bytes a letter's ``raw_encrypted`` holds (raises ``cryptography``'s InvalidTag under a
+    wrong key or a changed ciphertext)."""
+    blob = base64.b64decode(raw_encrypted)
+    return AESGCM(raw_key).decrypt(blob[:_NONCE_BYTES], blob[_NONCE_BYTES:], _AAD)
