@@ -123,9 +123,10 @@ def alert_rules(config: AlertsConfig) -> list[AlertRule]:
                   "10m", "A large share of the input is rejected",
                   "Rejected records are in the dead-letter sink with their reason; a producer likely changed."),
         AlertRule("RagmonConsumerLag", WARNING,
-                  f"sum by (topic) (ragmon_consumer_lag_messages) > {config.consumer_lag_messages}", "10m",
+                  f"max by (topic) (ragmon_consumer_group_lag_messages) > {config.consumer_lag_messages}", "10m",
                   "ragmon is behind on topic {{ $labels.topic }}",
-                  "The consumer group lags: signals and alerts arrive late."),
+                  "The consumer group lags (every partition counts, also those of a replica that died): "
+                  "signals and alerts arrive late."),
         AlertRule(PROBE_LEAK, CRITICAL,
                   _increased("ragmon_probe_leaks_total", "probe", "15m"), "0m",
                   "Canary probe {{ $labels.probe }} retrieved documents its test identity may not read",

@@ -21,7 +21,7 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable, Iterable
-from typing import Protocol
+from typing import Any, Protocol
 
 from kafka import ConsumerRebalanceListener, KafkaConsumer
 from kafka.errors import KafkaError
@@ -38,6 +38,7 @@ log = logging.getLogger(__name__)
 SOURCE = "kafka"
 
 LagReporter = Callable[[str, int], None]  # (topic, messages not yet consumed)
+AssignmentReporter = Callable[[dict[str, int]], None]  # partitions held, per topic, after each assignment
 BACKOFF = RetryPolicy(initial=0.5, maximum=30.0)  # retry a refused batch forever, at most 30 s apart
 LAG_DEADLINE = 10.0  # lag is measured between batches: it holds up consumption for at most this long
 
@@ -115,6 +116,8 @@ class KafkaSource(BackgroundSource):
         retry: RetryPolicy = BACKOFF,
         guard: DeadLetterGuard | None = None,
         report_lag: LagReporter | None = None,
+        report_group_lag: LagReporter | None = None,
+        report_assignment: AssignmentReporter | None = None,
         lag_interval: float = 10.0,
         catalog: CatalogBarrier | None = None,
     ) -> None:
@@ -126,6 +129,8 @@ class KafkaSource(BackgroundSource):
         self._retry = retry
         self._guard = guard
         self._report_lag = report_lag
+        self._report_group_lag = report_group_lag
+        self._report_assignment = report_assignment
         self._lag_interval = lag_interval
         self._consumer: KafkaConsumer | None = None
         self._pending: list[RawRecord] = []
@@ -253,6 +258,10 @@ class KafkaSource(BackgroundSource):
         return True
 
     def _assigned(self, assigned: set[TopicPartition]) -> None:
+        held = {topic: sorted(tp.partition for tp in assigned if tp.topic == topic) for topic in self._topics}
+        log.info("consumer group: assigned %s", _partitions(held) or "no partitions")
+        if self._report_assignment is not None:
+            self._report_assignment({topic: len(partitions) for topic, partitions in held.items()})
         if self._consumer is None or not assigned:
             return
         if self._catalog is not None:
@@ -265,27 +274,64 @@ class KafkaSource(BackgroundSource):
             self._consumer.pause(*assigned)
 
     def _revoked(self, revoked: set[TopicPartition]) -> None:
+        if revoked:
+            held = {topic: sorted(tp.partition for tp in revoked if tp.topic == topic) for topic in self._topics}
+            log.info("consumer group: revoked %s (a rebalance)", _partitions(held))
         if self._pending:
             self._pending = [r for r in self._pending
                              if TopicPartition(r.origin["topic"], r.origin["partition"]) not in revoked]
 
     def _maybe_report_lag(self, consumer: KafkaConsumer) -> None:
-        if self._report_lag is None or time.monotonic() < self._next_lag:
+        if time.monotonic() < self._next_lag or (self._report_lag is None and self._report_group_lag is None):
             return
         self._next_lag = time.monotonic() + self._lag_interval
         try:
-            assigned = list(consumer.assignment())
-            ends = kafka_call(lambda: consumer.end_offsets(assigned, timeout_ms=CALL_TIMEOUT_MS),
-                              "reading the end offsets of the assigned partitions", deadline=LAG_DEADLINE,
-                              stop=self._stop) if assigned else {}
-            lag: dict[str, int] = dict.fromkeys(self._topics, 0)
-            for tp, end in ends.items():
-                position = kafka_call(lambda tp=tp: consumer.position(tp, timeout_ms=CALL_TIMEOUT_MS),
-                                      f"reading the position in {tp.topic}", deadline=LAG_DEADLINE, stop=self._stop)
-                if position is None:
-                    return  # not known yet (an offset reset still under way): measured next time
-                lag[tp.topic] = lag.get(tp.topic, 0) + max(0, end - position)
-            for topic, value in lag.items():
-                self._report_lag(topic, value)
+            if self._report_lag is not None:
+                for topic, value in self._held_lag(consumer).items():
+                    self._report_lag(topic, value)
+            if self._report_group_lag is not None:
+                for topic in self._topics:
+                    value = self._group_lag(consumer, topic)
+                    if value is not None:
+                        self._report_group_lag(topic, value)
         except KafkaError as error:
             log.warning("could not measure consumer lag: %s", error)
+
+    def _held_lag(self, consumer: KafkaConsumer) -> dict[str, int]:
+        """End offset minus position over the partitions this replica holds, per topic."""
+        assigned = list(consumer.assignment())
+        ends = self._call(lambda: consumer.end_offsets(assigned, timeout_ms=CALL_TIMEOUT_MS),
+                          "reading the end offsets of the assigned partitions") if assigned else {}
+        lag: dict[str, int] = dict.fromkeys(self._topics, 0)
+        for tp, end in ends.items():
+            position = self._call(lambda tp=tp: consumer.position(tp, timeout_ms=CALL_TIMEOUT_MS),
+                                  f"reading the position in {tp.topic}")
+            if position is None:
+                return {}  # not known yet (an offset reset still under way): measured next time
+            lag[tp.topic] = lag.get(tp.topic, 0) + max(0, end - position)
+        return lag
+
+    def _group_lag(self, consumer: KafkaConsumer, topic: str) -> int | None:
+        """End offset minus the group's committed offset over every partition of ``topic``, held
+        by this replica or not: the partitions of a replica that died are counted too. A partition
+        the group never committed counts from its beginning."""
+        partitions = consumer.partitions_for_topic(topic)
+        if not partitions:
+            return None
+        tps = [TopicPartition(topic, p) for p in sorted(partitions)]
+        ends = self._call(lambda: consumer.end_offsets(tps, timeout_ms=CALL_TIMEOUT_MS),
+                          f"reading the end offsets of {topic}")
+        starts = self._call(lambda: consumer.beginning_offsets(tps, timeout_ms=CALL_TIMEOUT_MS),
+                            f"reading the first offsets of {topic}")
+        lag = 0
+        for tp in tps:
+            committed = self._call(lambda tp=tp: consumer.committed(tp), f"reading the group's offset in {topic}")
+            lag += max(0, ends[tp] - (committed if committed is not None else starts[tp]))
+        return lag
+
+    def _call(self, call: Callable[[], Any], what: str) -> Any:
+        return kafka_call(call, what, deadline=LAG_DEADLINE, stop=self._stop)
+
+
+def _partitions(held: dict[str, list[int]]) -> str:
+    return ", ".join(f"{topic}{partitions}" for topic, partitions in held.items() if partitions)

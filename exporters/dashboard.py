@@ -111,7 +111,8 @@ def overview() -> Dashboard:
                                       "{{outcome}}")], unit="reqps"),
         Panel("Seconds since the last trace", [('time() - max(ragmon_last_event_timestamp_seconds{type="trace"})',
                                                 "since last trace")], unit="s", width=8),
-        Panel("Kafka consumer lag", [("sum by (topic) (ragmon_consumer_lag_messages) or vector(0)", "{{topic}}")],
+        Panel("Kafka consumer lag (whole group)",
+              [("max by (topic) (ragmon_consumer_group_lag_messages) or vector(0)", "{{topic}}")],
               width=8),
         Panel("Sink errors and failed alert deliveries", [
             ("sum(rate(ragmon_sink_errors_total[$__rate_interval])) or vector(0)", "sink errors"),

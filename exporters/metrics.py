@@ -95,7 +95,16 @@ METRICS: tuple[MetricSpec, ...] = (
                "Pushed alerts sent (outcome sent) or not taken and kept for a retry (failed), per notifier."),
     MetricSpec("ragmon_last_event_timestamp_seconds", "gauge", ("source", "type"),
                "When the last event of each source and type was accepted."),
-    MetricSpec("ragmon_consumer_lag_messages", "gauge", ("topic",), "Kafka messages not yet consumed, per topic."),
+    MetricSpec("ragmon_consumer_lag_messages", "gauge", ("topic",),
+               "Kafka messages not yet consumed in the partitions this replica holds, per topic."),
+    MetricSpec("ragmon_consumer_group_lag_messages", "gauge", ("topic",),
+               "Kafka messages the whole consumer group has not committed yet (end offset minus committed offset "
+               "over every partition of the topic, held or not), as this replica reads it: partitions a dead "
+               "replica held count too. Take the max over replicas."),
+    MetricSpec("ragmon_kafka_assigned_partitions", "gauge", ("topic",),
+               "Partitions of the topic this replica holds in the consumer group."),
+    MetricSpec("ragmon_kafka_rebalances_total", "counter", (),
+               "Partition assignments this replica received (each group rebalance that reached it)."),
     MetricSpec("ragmon_duplicate_events_total", "counter", ("source",),
                "Traces delivered again within dedupe.window (a client's retry, a redelivery): acknowledged, "
                "not counted again in any signal, metric or sample."),

@@ -218,13 +218,20 @@ def build_sources(runtime: Runtime) -> list:
 
     def group_consumer() -> KafkaConsumer:
         return KafkaConsumer(group_id=kafka.group_id, enable_auto_commit=False, auto_offset_reset="earliest",
-                             max_poll_records=kafka.max_batch, client_id="ragmon-traces", **kafka.client_options())
+                             max_poll_records=kafka.max_batch, client_id="ragmon-traces", **kafka.group_options(),
+                             **kafka.client_options())
 
     def catalog_consumer() -> KafkaConsumer:
         return KafkaConsumer(group_id=None, enable_auto_commit=False, client_id="ragmon-catalog",
                              **kafka.client_options())
 
-    lag = runtime.metrics.consumer_lag
+    metrics = runtime.metrics
+
+    def assignment(held: dict[str, int]) -> None:
+        metrics.rebalances.inc()
+        for topic, count in held.items():
+            metrics.assigned_partitions.labels(topic).set(count)
+
     reader = KafkaCatalogReader(catalog_consumer, kafka.catalog_topic, runtime.pipeline.process,
                                 max_batch=kafka.max_batch)
     return [
@@ -232,8 +239,9 @@ def build_sources(runtime: Runtime) -> list:
         # catalog first: no trace is judged before the reader reached the catalog topic's end
         KafkaSource(group_consumer, [kafka.traces_topic], runtime.pipeline.process, max_batch=kafka.max_batch,
                     guard=DeadLetterGuard(kafka.max_dead_letter_ratio, kafka.dead_letter_window),
-                    report_lag=lambda topic, value: lag.labels(topic).set(value),
-                    lag_interval=kafka.lag_interval_seconds, catalog=reader),
+                    report_lag=lambda topic, value: metrics.consumer_lag.labels(topic).set(value),
+                    report_group_lag=lambda topic, value: metrics.consumer_group_lag.labels(topic).set(value),
+                    report_assignment=assignment, lag_interval=kafka.lag_interval_seconds, catalog=reader),
     ]
 
 

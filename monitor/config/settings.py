@@ -217,6 +217,36 @@ class KafkaConfig(ConfigSection):
     )
     dead_letter_window: PositiveInt = Field(1000, description="Records over which the dead-letter ratio is judged.")
     lag_interval_seconds: PositiveFloat = Field(10.0, description="How often the consumer lag gauge is refreshed.")
+    session_timeout_ms: int = Field(
+        10_000, ge=1000, description="A replica that sends no heartbeat for this long is dropped from the group and "
+        "its partitions handed over: it bounds how long a killed replica's partitions stand still (the broker "
+        "allows group.min.session.timeout.ms, 6000 by default, and more).")
+    heartbeat_interval_ms: int = Field(
+        3_000, ge=100, description="How often a replica tells the group it is alive; at most a third of "
+        "`session_timeout_ms`.")
+    max_poll_interval_ms: int = Field(
+        60_000, ge=1000, description="A replica that does not poll for this long leaves the group (a stuck "
+        "process gives its partitions up).")
+    group_instance_id: str | None = Field(
+        None, max_length=249, description="Static group membership (KIP-345): a replica that restarts under the "
+        "same id within `session_timeout_ms` gets its partitions back without a rebalance. Give each replica its "
+        "own stable id (e.g. the StatefulSet pod name); never two at once.")
+
+    @model_validator(mode="after")
+    def _heartbeat_within_session(self) -> KafkaConfig:
+        if self.heartbeat_interval_ms * 3 > self.session_timeout_ms:
+            raise ValueError(f"heartbeat_interval_ms ({self.heartbeat_interval_ms}) must be at most a third of "
+                             f"session_timeout_ms ({self.session_timeout_ms})")
+        return self
+
+    def group_options(self) -> dict[str, Any]:
+        """The consumer group's liveness options for kafka-python's consumer."""
+        options: dict[str, Any] = {"session_timeout_ms": self.session_timeout_ms,
+                                   "heartbeat_interval_ms": self.heartbeat_interval_ms,
+                                   "max_poll_interval_ms": self.max_poll_interval_ms}
+        if self.group_instance_id:
+            options["group_instance_id"] = self.group_instance_id
+        return options
     security_protocol: Literal["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"] = Field(
         "PLAINTEXT", description="How to reach the brokers."
     )

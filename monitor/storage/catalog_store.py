@@ -1,11 +1,23 @@
 """Persistence of the catalog: SQLModel tables, loading at start-up, and a sink that writes the
-documents and index entries changed by a batch before the batch is acknowledged."""
+documents and index entries changed by a batch before the batch is acknowledged.
+
+In scaled mode every replica reads the whole catalog topic and so writes the same rows, each at
+its own pace. The writes are built so that this is safe and cheap: one ``INSERT ... ON CONFLICT
+DO UPDATE`` per chunk of rows, in key order (two replicas lock rows in the same order: no
+deadlock; a row inserted by another replica meanwhile is an update, not a duplicate-key error),
+and the update applies only when the new state is further along than the row: a later
+modification (a later indexing), or as late with more history. A replica behind the others never
+moves a row back, and one that is level with the row does not rewrite it.
+"""
 
 from __future__ import annotations
 
 import threading
+from collections.abc import Sequence
+from typing import Any
 
-from sqlalchemy import JSON, Column, Engine
+from sqlalchemy import JSON, Column, Engine, Table, Text, and_, cast, or_
+from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.exc import SQLAlchemyError
 from sqlmodel import Field, Session, SQLModel, select
 
@@ -24,6 +36,7 @@ class CatalogDocument(SQLModel, table=True):
     acl: list[str] | None = Field(default=None, sa_column=Column(JSON, nullable=True))
     deleted: bool = False
     history: dict[str, float] = Field(default_factory=dict, sa_column=Column(JSON, nullable=False))
+    history_size: int = 0  # versions in history: orders two writes of the same modification time
 
 
 class CatalogIndexed(SQLModel, table=True):
@@ -83,22 +96,14 @@ class CatalogPersistence:
             if not self._documents and not self._indexed:
                 return True
             documents, indexed = set(self._documents), set(self._indexed)
+        document_rows = [_document_row(state) for doc_id in sorted(documents)
+                         if (state := self._catalog.document(doc_id)) is not None]
+        indexed_rows = [_indexed_row(entry) for key in sorted(indexed)
+                        if (entry := self._catalog.indexed.get(key)) is not None]
         try:
-            with Session(self._engine) as session:
-                for doc_id in documents:
-                    state = self._catalog.document(doc_id)
-                    if state is not None:
-                        session.merge(CatalogDocument(
-                            doc_id=state.doc_id, tenant=state.tenant, version=state.version,
-                            modified_at=state.modified_at, acl=list(state.acl) if state.acl is not None else None,
-                            deleted=state.deleted, history=dict(state.history)))
-                for key in indexed:
-                    entry = self._catalog.indexed.get(key)
-                    if entry is not None:
-                        session.merge(CatalogIndexed(
-                            index_name=entry.index, doc_id=entry.doc_id, version=entry.version,
-                            indexed_at=entry.indexed_at, embedding_model=entry.embedding_model, chunks=entry.chunks))
-                session.commit()
+            with self._engine.begin() as connection:
+                _upsert(connection, _DOCUMENTS, document_rows, ("doc_id",), _document_is_newer)
+                _upsert(connection, _INDEXED, indexed_rows, ("index_name", "doc_id"), _indexed_is_newer)
         except SQLAlchemyError as error:
             raise Retryable(f"catalog store: {type(error).__name__}") from error
         with self._lock:
@@ -108,3 +113,56 @@ class CatalogPersistence:
 
     def shutdown(self) -> None:
         pass
+
+
+_DOCUMENTS: Table = CatalogDocument.__table__  # type: ignore[assignment]
+_INDEXED: Table = CatalogIndexed.__table__  # type: ignore[assignment]
+_ROWS_PER_STATEMENT = 1000  # PostgreSQL takes at most 65,535 parameters in one statement
+
+
+def _document_row(state: DocumentState) -> dict[str, Any]:
+    return {"doc_id": state.doc_id, "tenant": state.tenant, "version": state.version,
+            "modified_at": state.modified_at, "acl": list(state.acl) if state.acl is not None else None,
+            "deleted": state.deleted, "history": dict(state.history), "history_size": len(state.history)}
+
+
+def _indexed_row(entry: IndexedState) -> dict[str, Any]:
+    return {"index_name": entry.index, "doc_id": entry.doc_id, "version": entry.version,
+            "indexed_at": entry.indexed_at, "embedding_model": entry.embedding_model, "chunks": entry.chunks}
+
+
+def _document_is_newer(row: Any, new: Any) -> Any:
+    """A later modification; or as late with more history; or the same point with another
+    state (the in-memory catalog lets a later event of the same time win)."""
+    return or_(new.modified_at > row.modified_at,
+               and_(new.modified_at == row.modified_at,
+                    or_(new.history_size > row.history_size,
+                        and_(new.history_size == row.history_size, _differs(row, new, "version", "deleted",
+                                                                            "tenant", "acl")))))
+
+
+def _indexed_is_newer(row: Any, new: Any) -> Any:
+    return or_(new.indexed_at > row.indexed_at,
+               and_(new.indexed_at == row.indexed_at, _differs(row, new, "version", "embedding_model", "chunks")))
+
+
+def _differs(row: Any, new: Any, *names: str) -> Any:
+    # JSON columns compared as text: PostgreSQL's json type has no equality
+    def value(columns: Any, name: str) -> Any:
+        column = columns[name]
+        return cast(column, Text) if isinstance(column.type, JSON) else column
+
+    return or_(*(value(new, name).is_distinct_from(value(row, name)) for name in names))
+
+
+def _upsert(connection: Any, table: Table, rows: Sequence[dict[str, Any]], keys: tuple[str, ...],
+            is_newer: Any) -> None:
+    """Insert ``rows`` (already in key order), or update the existing row where ``is_newer``."""
+    dialect = postgresql if connection.dialect.name == "postgresql" else sqlite
+    for start in range(0, len(rows), _ROWS_PER_STATEMENT):
+        statement = dialect.insert(table).values(list(rows[start:start + _ROWS_PER_STATEMENT]))
+        new = statement.excluded
+        statement = statement.on_conflict_do_update(
+            index_elements=list(keys), set_={c.name: new[c.name] for c in table.columns if c.name not in keys},
+            where=is_newer(table.c, new))
+        connection.execute(statement)

@@ -7,6 +7,7 @@ import contextlib
 import hashlib
 import hmac
 import json
+import re
 import signal
 import sqlite3
 import time
@@ -354,3 +355,54 @@ def test_traces_produced_twice_are_counted_once(kafka, tmp_path):
         assert scraped(server.url, "ragmon_permission_violations_total", stage="context") == 150
         assert scraped(server.url, "ragmon_duplicate_events_total", source="kafka") == 150
         assert scraped(server.url, "ragmon_samples_total", stratum="permission_violation") == 150
+
+
+def test_a_killed_replicas_partitions_move_within_the_session_timeout_and_its_backlog_shows_meanwhile(
+        kafka, tmp_path):
+    """Two replicas share four partitions; one is SIGKILLed. Until the group notices (the session
+    timeout), the survivor's group-lag gauge counts the backlog piling up in the dead replica's
+    partitions; then the survivor is assigned all four, says so in its log, and consumes them."""
+    topic, dlq, catalog = new_topic(kafka, 4, "traces"), new_topic(kafka, 1, "dlq"), new_topic(kafka, 1, "cat")
+    session_ms = 10_000
+    env = {"RAGMON_KAFKA__BOOTSTRAP_SERVERS": f'["{kafka.bootstrap_servers}"]', "RAGMON_KAFKA__TRACES_TOPIC": topic,
+           "RAGMON_KAFKA__DEAD_LETTER_TOPIC": dlq, "RAGMON_KAFKA__CATALOG_TOPIC": catalog,
+           "RAGMON_KAFKA__GROUP_ID": f"g-{uuid.uuid4().hex[:6]}", "RAGMON_KAFKA__LAG_INTERVAL_SECONDS": "0.5",
+           "RAGMON_KAFKA__SESSION_TIMEOUT_MS": str(session_ms)}
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    doomed, survivor = RagmonServer(tmp_path / "a", **env).start(), RagmonServer(tmp_path / "b", **env).start()
+    try:
+        held = {"a": 0.0, "b": 0.0}
+
+        def split_evenly() -> bool:
+            held.update(a=scraped(doomed.url, "ragmon_kafka_assigned_partitions", topic=topic),
+                        b=scraped(survivor.url, "ragmon_kafka_assigned_partitions", topic=topic))
+            return held == {"a": 2.0, "b": 2.0}
+
+        wait_for(split_evenly, 60, "two partitions each")
+        doomed.process.send_signal(signal.SIGKILL)
+        doomed.process.wait(10)
+        killed = time.monotonic()
+        traces = [e for e in Simulator(seed=4, start=time.time() - 3600).traffic(800) if e["type"] == "trace"]
+        per_partition = len(traces) // 4
+        for partition in range(4):
+            produce(kafka, topic, [encode(t) for t in traces[partition::4][:per_partition]], partition=partition)
+        orphaned = 2 * per_partition
+        seen_orphaned_backlog = False
+        while scraped(survivor.url, "ragmon_kafka_assigned_partitions", topic=topic) < 4:
+            lag = scraped(survivor.url, "ragmon_consumer_group_lag_messages", topic=topic)
+            seen_orphaned_backlog |= lag >= orphaned
+            assert time.monotonic() - killed < session_ms / 1000 + 15, "the partitions did not move in time"
+            time.sleep(0.2)
+        moved = time.monotonic() - killed
+        assert seen_orphaned_backlog, "the group lag never counted the dead replica's partitions"
+        wait_for(lambda: scraped(survivor.url, "ragmon_consumer_group_lag_messages", topic=topic) == 0, 60,
+                 "the survivor to consume everything")
+        assert scraped(survivor.url, "ragmon_kafka_rebalances_total") >= 2
+    finally:
+        doomed.stop()
+        survivor.stop()
+    log = (tmp_path / "b" / "serve.log").read_text()
+    assert re.search(rf"consumer group: assigned {re.escape(topic)}\[0, 1, 2, 3\]", log), log[-2000:]
+    assert "consumer group: revoked" in log
+    print(f"\nkilled replica's partitions moved after {moved:.1f} s (session timeout {session_ms / 1000:.0f} s)")

@@ -88,3 +88,19 @@ def test_effective_config_masks_credentials_inside_every_url():
 def test_half_a_tls_setup_is_an_error_naming_what_is_missing(environ, message):
     with pytest.raises(ConfigError, match=message):
         load_settings(environ=environ)
+
+
+def test_the_consumer_group_liveness_settings_reach_kafka_python_and_are_checked():
+    kafka = load_settings(environ={"RAGMON_KAFKA__SESSION_TIMEOUT_MS": "6000",
+                                   "RAGMON_KAFKA__HEARTBEAT_INTERVAL_MS": "2000",
+                                   "RAGMON_KAFKA__GROUP_INSTANCE_ID": "ragmon-0"}).kafka
+    assert kafka.group_options() == {"session_timeout_ms": 6000, "heartbeat_interval_ms": 2000,
+                                     "max_poll_interval_ms": 60_000, "group_instance_id": "ragmon-0"}
+    assert "group_instance_id" not in load_settings(environ={}).kafka.group_options()
+    with pytest.raises(ConfigError, match="heartbeat_interval_ms .* at most a third of session_timeout_ms"):
+        load_settings(environ={"RAGMON_KAFKA__SESSION_TIMEOUT_MS": "6000",
+                               "RAGMON_KAFKA__HEARTBEAT_INTERVAL_MS": "3000"})
+
+
+def test_an_empty_environment_value_is_a_string_not_json():
+    assert load_settings(environ={"RAGMON_KAFKA__GROUP_ID": ""}).kafka.group_id == ""
