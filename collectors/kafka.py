@@ -325,7 +325,8 @@ class KafkaSource(BackgroundSource):
                             f"reading the first offsets of {topic}")
         lag = 0
         for tp in tps:
-            committed = self._call(lambda tp=tp: consumer.committed(tp), f"reading the group's offset in {topic}")
+            committed = self._call(lambda tp=tp: consumer.committed(tp, timeout_ms=CALL_TIMEOUT_MS),
+                                   f"reading the group's offset in {topic}")
             lag += max(0, ends[tp] - (committed if committed is not None else starts[tp]))
         return lag
 

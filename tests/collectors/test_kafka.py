@@ -214,7 +214,6 @@ def test_a_killed_consumer_loses_nothing(kafka, tmp_path):
 def test_two_consumers_split_the_partitions_and_keying_keeps_rephrases_together(kafka, tmp_path):
     topic, dlq, catalog = new_topic(kafka, 6, "traces"), new_topic(kafka, 1, "dlq"), new_topic(kafka, 1, "cat")
     values, keys, _, simulator = simulated(8000, seed=9)
-    produce(kafka, topic, values, keys)
     injected = sum(n for key, n in simulator.injected.items() if key[0] == "rephrase")
     group = f"g-{uuid.uuid4().hex[:6]}"
     runtimes, sources = [], []
@@ -227,6 +226,10 @@ def test_two_consumers_split_the_partitions_and_keying_keeps_rephrases_together(
     for source in sources:
         source.start()
     try:
+        # both members first (a member that joins after the other consumed everything gets nothing)
+        held = [lambda r=r: metric_total(r.registry, "ragmon_kafka_assigned_partitions") for r in runtimes]
+        wait_for(lambda: [h() for h in held] == [3, 3], 60, "three partitions each")
+        produce(kafka, topic, values, keys)
         ends = end_offsets(kafka, topic)
         wait_for(lambda: committed(kafka, group, topic) == ends, 120, "the group to finish")
     finally:
