@@ -180,8 +180,7 @@ class JsonlDeadLetterSink:
 
     def files(self) -> list[Path]:
         """The dead-letter files, newest first: the current one, then the rotated ones."""
-        rotated = [self.path.with_name(f"{self.path.name}.{n}") for n in range(1, self._keep_files + 1)]
-        return [path for path in (self.path, *rotated) if path.exists()]
+        return dead_letter_files(self.path)
 
     def write(self, letters: Sequence[DeadLetter]) -> None:
         stamp = datetime.fromtimestamp(self._clock(), UTC).isoformat(timespec="milliseconds")
@@ -283,14 +282,20 @@ class _Stamp(msgspec.Struct):
     time: str
 
 
-def read_dead_letters(path: Path) -> list[dict]:
-    """Read back the dead letters at ``path`` and in its rotated files (``path.1``, ``path.2`` ...),
-    oldest first (for ``ragmon dlq`` and tests)."""
-    decoder = msgspec.json.Decoder(_DeadLetter)
+def dead_letter_files(path: Path) -> list[Path]:
+    """The dead-letter file at ``path`` and its rotated files (``path.1``, ``path.2`` ...) that
+    exist, newest first."""
     rotated = sorted((p for p in path.parent.glob(f"{path.name}.*") if p.suffix[1:].isdigit()),
-                     key=lambda p: int(p.suffix[1:]), reverse=True)
+                     key=lambda p: int(p.suffix[1:]))
+    return [*([path] if path.exists() else []), *rotated]
+
+
+def read_dead_letters(path: Path) -> list[dict]:
+    """Read back the dead letters at ``path`` and in its rotated files, oldest first (for tests
+    and tools)."""
+    decoder = msgspec.json.Decoder(_DeadLetter)
     letters = []
-    for file in [*rotated, *([path] if path.exists() else [])]:
+    for file in reversed(dead_letter_files(path)):
         with file.open("rb") as handle:
             letters.extend(msgspec.structs.asdict(decoder.decode(line)) for line in handle if line.strip())
     return letters

@@ -58,9 +58,12 @@ class RecentTraces:
 class RephraseDetector:
     """Finds a caller asking nearly the same question again within a time window.
 
-    Remembers the last ``per_caller`` questions of at most ``callers`` callers, and forgets
-    callers whose last question is older than the window (least recently active first). Seeing
-    the same trace twice (a retried batch) is not a rephrase.
+    Remembers the last ``per_caller`` questions of at most ``callers`` callers (the least recently
+    active forgotten first). Time is each caller's own: a question is compared with that caller's
+    earlier ones within the window before it, and nothing is forgotten because another caller's
+    trace is later. Partitions are consumed at their own pace, so a trace time from one says
+    nothing about how far another has got (a global "now" would forget the callers of a partition
+    that lags). Seeing the same trace twice (a retried batch) is not a rephrase.
     """
 
     def __init__(self, window_seconds: float, min_jaccard: float, callers: int, per_caller: int = 8) -> None:
@@ -77,7 +80,6 @@ class RephraseDetector:
         """Return the earlier trace that ``ref`` rephrases, if any, and remember ``ref``."""
         tokens = question_tokens(question)
         with self._lock:
-            self._forget_idle(ref.time)
             history = self._recent.get(caller)
             if history is None:
                 history = ()
@@ -103,15 +105,6 @@ class RephraseDetector:
             if len(self._recent) > self._callers:
                 self._recent.popitem(last=False)
             return earlier
-
-    def _forget_idle(self, now: float) -> None:
-        """Drop callers, least recently active first, whose last question left the window."""
-        recent = self._recent
-        while recent:
-            first = next(iter(recent))
-            if now - recent[first][-1][0].time <= self._window:
-                break
-            del recent[first]
 
     def __len__(self) -> int:
         return len(self._recent)

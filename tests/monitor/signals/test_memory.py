@@ -41,13 +41,26 @@ def test_question_tokens_keep_a_bounded_number_of_words():
     assert question_tokens(long_question) == words(*(f"word{i}" for i in range(MAX_TOKENS)))
 
 
-def test_callers_idle_longer_than_the_window_are_forgotten():
+def test_a_caller_is_judged_by_its_own_time_not_by_a_partition_running_ahead():
+    """Two partitions at their own pace: one already at NOW + 1000 must not make the other's
+    callers forgotten; their rephrases, within the window of their own questions, are found."""
     detector = RephraseDetector(window_seconds=120, min_jaccard=0.6, callers=1000)
     for i in range(100):
         detector.check(f"caller-{i}", TraceRef(f"t{i}", "acme", "policies", NOW + i), QUESTION)
-    assert len(detector) == 100
-    detector.check("late", TraceRef("t-late", "acme", "policies", NOW + 1000), QUESTION)
-    assert len(detector) == 1
+    detector.check("ahead", TraceRef("t-ahead", "acme", "policies", NOW + 1000), QUESTION)
+    assert len(detector) == 101
+    again = detector.check("caller-7", TraceRef("t7-again", "acme", "policies", NOW + 60), QUESTION + " please")
+    assert again is not None and again.trace_id == "t7"
+    # a caller's own question outside the window is no rephrase
+    assert detector.check("caller-8", TraceRef("t8-late", "acme", "policies", NOW + 500), QUESTION) is None
+
+
+def test_memory_is_bounded_by_the_callers_least_recently_active_first():
+    detector = RephraseDetector(window_seconds=120, min_jaccard=0.6, callers=10)
+    for i in range(25):
+        detector.check(f"caller-{i}", TraceRef(f"t{i}", "acme", "policies", NOW + i), QUESTION)
+    assert len(detector) == 10
+    assert detector.check("caller-2", TraceRef("t2-again", "acme", "policies", NOW + 30), QUESTION) is None
 
 
 def test_question_tokens_of_empty_or_punctuation_only_text():
