@@ -21,14 +21,14 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable, Iterable
-from typing import Any, Protocol
+from typing import Protocol
 
 from kafka import ConsumerRebalanceListener, KafkaConsumer
 from kafka.errors import KafkaError
 from kafka.structs import OffsetAndMetadata, TopicPartition
 
 from ragmon.collectors.background import BackgroundSource
-from ragmon.collectors.kafka_calls import CALL_TIMEOUT_MS, kafka_call
+from ragmon.collectors.kafka_calls import POLL_THREAD_CALL_MS
 from ragmon.monitor.core.errors import Retryable
 from ragmon.monitor.core.pipeline import BatchResult, Processor
 from ragmon.monitor.core.records import RawRecord
@@ -37,10 +37,8 @@ from ragmon.monitor.core.retry import GaveUp, RetryPolicy, until_accepted
 log = logging.getLogger(__name__)
 SOURCE = "kafka"
 
-LagReporter = Callable[[str, int], None]  # (topic, messages not yet consumed)
 AssignmentReporter = Callable[[dict[str, int]], None]  # partitions held, per topic, after each assignment
 BACKOFF = RetryPolicy(initial=0.5, maximum=30.0)  # retry a refused batch forever, at most 30 s apart
-LAG_DEADLINE = 10.0  # lag is measured between batches: it holds up consumption for at most this long
 
 
 class CatalogBarrier(Protocol):
@@ -115,10 +113,7 @@ class KafkaSource(BackgroundSource):
         max_batch: int = 500,
         retry: RetryPolicy = BACKOFF,
         guard: DeadLetterGuard | None = None,
-        report_lag: LagReporter | None = None,
-        report_group_lag: LagReporter | None = None,
         report_assignment: AssignmentReporter | None = None,
-        lag_interval: float = 10.0,
         catalog: CatalogBarrier | None = None,
     ) -> None:
         super().__init__()
@@ -128,14 +123,11 @@ class KafkaSource(BackgroundSource):
         self._max_batch = max_batch
         self._retry = retry
         self._guard = guard
-        self._report_lag = report_lag
-        self._report_group_lag = report_group_lag
         self._report_assignment = report_assignment
-        self._lag_interval = lag_interval
         self._consumer: KafkaConsumer | None = None
         self._pending: list[RawRecord] = []
         self._paused = False
-        self._next_lag = 0.0
+        self._held: frozenset[TopicPartition] = frozenset()  # read by other threads: replaced, never mutated
         self._catalog = catalog
         self._catalog_due = False  # partitions were assigned: their records wait for the catalog
         self.caught_up = threading.Event()  # clear while judging traces waits for the catalog
@@ -146,6 +138,10 @@ class KafkaSource(BackgroundSource):
 
     def ready(self) -> bool:
         return self.caught_up.is_set()
+
+    def held(self) -> frozenset[TopicPartition]:
+        """The partitions this member holds now (any thread may ask)."""
+        return self._held
 
     def run(self) -> None:
         """Consume until shut down. Raises :class:`DeadLetterRatioExceeded`."""
@@ -170,7 +166,6 @@ class KafkaSource(BackgroundSource):
                 ]
                 if self._pending:
                     self._deliver(consumer)
-                self._maybe_report_lag(consumer)
         finally:
             consumer.close(autocommit=False)
 
@@ -183,7 +178,8 @@ class KafkaSource(BackgroundSource):
             tp = TopicPartition(record.origin["topic"], record.origin["partition"])
             offsets[tp] = OffsetAndMetadata(record.origin["offset"] + 1, "", -1)
         try:
-            consumer.commit(offsets)  # kafka-python retries retriable errors itself, for request_timeout_ms
+            # kafka-python retries retriable errors itself, here for at most POLL_THREAD_CALL_MS
+            consumer.commit(offsets, timeout_ms=POLL_THREAD_CALL_MS)
         except KafkaError as error:
             # e.g. the group rebalanced meanwhile: the new owner reads these records again
             log.warning("offset commit failed (%s); %d records will be delivered again",
@@ -260,6 +256,7 @@ class KafkaSource(BackgroundSource):
     def _assigned(self, assigned: set[TopicPartition]) -> None:
         held = {topic: sorted(tp.partition for tp in assigned if tp.topic == topic) for topic in self._topics}
         log.info("consumer group: assigned %s", _partitions(held) or "no partitions")
+        self._held = frozenset(assigned)
         if self._report_assignment is not None:
             self._report_assignment({topic: len(partitions) for topic, partitions in held.items()})
         if self._consumer is None or not assigned:
@@ -277,61 +274,10 @@ class KafkaSource(BackgroundSource):
         if revoked:
             held = {topic: sorted(tp.partition for tp in revoked if tp.topic == topic) for topic in self._topics}
             log.info("consumer group: revoked %s (a rebalance)", _partitions(held))
+            self._held = self._held - revoked
         if self._pending:
             self._pending = [r for r in self._pending
                              if TopicPartition(r.origin["topic"], r.origin["partition"]) not in revoked]
-
-    def _maybe_report_lag(self, consumer: KafkaConsumer) -> None:
-        if time.monotonic() < self._next_lag or (self._report_lag is None and self._report_group_lag is None):
-            return
-        self._next_lag = time.monotonic() + self._lag_interval
-        try:
-            if self._report_lag is not None:
-                for topic, value in self._held_lag(consumer).items():
-                    self._report_lag(topic, value)
-            if self._report_group_lag is not None:
-                for topic in self._topics:
-                    value = self._group_lag(consumer, topic)
-                    if value is not None:
-                        self._report_group_lag(topic, value)
-        except KafkaError as error:
-            log.warning("could not measure consumer lag: %s", error)
-
-    def _held_lag(self, consumer: KafkaConsumer) -> dict[str, int]:
-        """End offset minus position over the partitions this replica holds, per topic."""
-        assigned = list(consumer.assignment())
-        ends = self._call(lambda: consumer.end_offsets(assigned, timeout_ms=CALL_TIMEOUT_MS),
-                          "reading the end offsets of the assigned partitions") if assigned else {}
-        lag: dict[str, int] = dict.fromkeys(self._topics, 0)
-        for tp, end in ends.items():
-            position = self._call(lambda tp=tp: consumer.position(tp, timeout_ms=CALL_TIMEOUT_MS),
-                                  f"reading the position in {tp.topic}")
-            if position is None:
-                return {}  # not known yet (an offset reset still under way): measured next time
-            lag[tp.topic] = lag.get(tp.topic, 0) + max(0, end - position)
-        return lag
-
-    def _group_lag(self, consumer: KafkaConsumer, topic: str) -> int | None:
-        """End offset minus the group's committed offset over every partition of ``topic``, held
-        by this replica or not: the partitions of a replica that died are counted too. A partition
-        the group never committed counts from its beginning."""
-        partitions = consumer.partitions_for_topic(topic)
-        if not partitions:
-            return None
-        tps = [TopicPartition(topic, p) for p in sorted(partitions)]
-        ends = self._call(lambda: consumer.end_offsets(tps, timeout_ms=CALL_TIMEOUT_MS),
-                          f"reading the end offsets of {topic}")
-        starts = self._call(lambda: consumer.beginning_offsets(tps, timeout_ms=CALL_TIMEOUT_MS),
-                            f"reading the first offsets of {topic}")
-        lag = 0
-        for tp in tps:
-            committed = self._call(lambda tp=tp: consumer.committed(tp, timeout_ms=CALL_TIMEOUT_MS),
-                                   f"reading the group's offset in {topic}")
-            lag += max(0, ends[tp] - (committed if committed is not None else starts[tp]))
-        return lag
-
-    def _call(self, call: Callable[[], Any], what: str) -> Any:
-        return kafka_call(call, what, deadline=LAG_DEADLINE, stop=self._stop)
 
 
 def _partitions(held: dict[str, list[int]]) -> str:

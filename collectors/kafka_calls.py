@@ -4,7 +4,7 @@ A broker that has just started, a group coordinator still loading its offsets to
 election, a connection being set up: kafka-python reports these as errors flagged ``retriable``
 (plus a few it does not flag, listed in :data:`UNFLAGGED_RETRIABLE`) and leaves trying again to
 the caller. :func:`kafka_call` does that, with back-off, until a deadline. Polling and committing
-need no wrapping: kafka-python retries those itself (a commit until ``request_timeout_ms``).
+need no wrapping: kafka-python retries those itself (a commit until its ``timeout_ms``).
 """
 
 from __future__ import annotations
@@ -22,6 +22,11 @@ T = TypeVar("T")
 
 CALL_DEADLINE = 30.0  # seconds of retries of one offset or metadata call before it is logged and tried later
 CALL_TIMEOUT_MS = 10_000  # one try of such a call
+#: The longest one Kafka call on the traces consumer's thread may wait (a commit, a producer's
+#: send or flush inside a batch): a member that does not poll within ``max_poll_interval_ms`` is
+#: put out of its group, and a rebalance waits for every member's next poll. A call that runs out
+#: fails the batch, which is retried while the consumer keeps polling.
+POLL_THREAD_CALL_MS = 10_000
 
 #: Errors that pass when tried again but that kafka-python does not flag ``retriable`` (in every
 #: version we support, 2.2 to 3): no broker answering yet (``NoBrokersAvailable``, kafka-python 2),

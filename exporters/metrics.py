@@ -96,7 +96,7 @@ METRICS: tuple[MetricSpec, ...] = (
     MetricSpec("ragmon_last_event_timestamp_seconds", "gauge", ("source", "type"),
                "When the last event of each source and type was accepted."),
     MetricSpec("ragmon_consumer_lag_messages", "gauge", ("topic",),
-               "Kafka messages not yet consumed in the partitions this replica holds, per topic."),
+               "Kafka messages not yet committed in the partitions this replica holds, per topic."),
     MetricSpec("ragmon_consumer_group_lag_messages", "gauge", ("topic",),
                "Kafka messages the whole consumer group has not committed yet (end offset minus committed offset "
                "over every partition of the topic, held or not), as this replica reads it: partitions a dead "

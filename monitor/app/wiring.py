@@ -14,6 +14,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from prometheus_client import CollectorRegistry, disable_created_metrics
 from pydantic import SecretStr
@@ -152,26 +153,30 @@ def _publisher(settings: Settings):
         return None
     from kafka.errors import KafkaError
 
-    transport = _kafka_transport(settings, kafka.samples_topic, "ragmon-samples")
+    from ragmon.collectors.kafka_calls import POLL_THREAD_CALL_MS
+
+    # Runs inside a batch on the traces consumer's thread: sends and flush wait briefly, then refuse
+    # the batch (retried, the consumer polling meanwhile) rather than keep the member from polling.
+    transport = _kafka_transport(settings, kafka.samples_topic, "ragmon-samples", max_block_ms=POLL_THREAD_CALL_MS)
 
     def publish(samples: list[dict]) -> None:
         try:
             for sample in samples:
                 transport.send(sample, sample["tenant"])
-            transport.flush(30)
+            transport.flush(POLL_THREAD_CALL_MS / 1000)
         except KafkaError as error:
             raise Retryable(f"samples topic: {type(error).__name__}") from error
 
     return publish
 
 
-def _kafka_transport(settings: Settings, topic: str, client_id: str):
+def _kafka_transport(settings: Settings, topic: str, client_id: str, **producer_options: Any):
     """An idempotent keyed producer to ``topic`` with the configured connection options."""
     from ragmon.collectors.emitter import KafkaTransport
 
     options = {k: v for k, v in settings.kafka.client_options().items() if k != "bootstrap_servers"}
-    return KafkaTransport(KafkaTransport.producer(settings.kafka.bootstrap_servers, client_id=client_id, **options),
-                          topic)
+    return KafkaTransport(KafkaTransport.producer(settings.kafka.bootstrap_servers, client_id=client_id,
+                                                  **options, **producer_options), topic)
 
 
 def _dead_letters(settings: Settings, clock: Callable[[], float], metrics: Metrics) -> DeadLetterSink:
@@ -179,15 +184,18 @@ def _dead_letters(settings: Settings, clock: Callable[[], float], metrics: Metri
     if settings.kafka.bootstrap_servers:
         from kafka import KafkaProducer
 
+        from ragmon.collectors.kafka_calls import POLL_THREAD_CALL_MS
         from ragmon.collectors.kafka_dead_letters import KafkaDeadLetterSink
 
         # A batch's letters go to one partition; kafka-python sends one producer batch per partition
         # per request, so the 16 KB default took a round trip per five 3 KB letters (400 letters:
-        # 160 ms, against 35 ms with 256 KB).
+        # 160 ms, against 35 ms with 256 KB). Letters are written on the traces consumer's thread:
+        # sends and the flush wait briefly (see POLL_THREAD_CALL_MS).
         producer = KafkaProducer(acks="all", retries=5, linger_ms=5, batch_size=256 * 1024,
-                                 client_id="ragmon-dead-letters", **settings.kafka.client_options())
+                                 max_block_ms=POLL_THREAD_CALL_MS, client_id="ragmon-dead-letters",
+                                 **settings.kafka.client_options())
         return KafkaDeadLetterSink(producer, settings.kafka.dead_letter_topic, settings.dead_letter.max_raw_bytes,
-                                   body=_letter_body(settings))
+                                   timeout=POLL_THREAD_CALL_MS / 1000, body=_letter_body(settings))
     config = settings.dead_letter
     return JsonlDeadLetterSink(config.path, config.max_raw_bytes, clock=clock, max_file_bytes=config.max_file_bytes,
                                keep_files=config.keep_files, on_dropped=metrics.dead_letters_dropped.inc,
@@ -205,9 +213,9 @@ def _letter_body(settings: Settings) -> LetterBody:
 
 
 def build_sources(runtime: Runtime) -> list:
-    """The background sources of `ragmon serve`: with Kafka configured, the catalog reader and the
-    traces consumer group, which waits for the reader before it judges traces; without Kafka,
-    none (HTTP ingest is always there)."""
+    """The background sources of `ragmon serve`: with Kafka configured, the catalog reader, the
+    traces consumer group, which waits for the reader before it judges traces, and the probe that
+    measures the group's lag; without Kafka, none (HTTP ingest is always there)."""
     kafka = runtime.settings.kafka
     if not kafka.bootstrap_servers:
         return []
@@ -215,6 +223,7 @@ def build_sources(runtime: Runtime) -> list:
 
     from ragmon.collectors.kafka import DeadLetterGuard, KafkaSource
     from ragmon.collectors.kafka_catalog import KafkaCatalogReader
+    from ragmon.collectors.kafka_lag import KafkaLagProbe
 
     def group_consumer() -> KafkaConsumer:
         return KafkaConsumer(group_id=kafka.group_id, enable_auto_commit=False, auto_offset_reset="earliest",
@@ -223,6 +232,11 @@ def build_sources(runtime: Runtime) -> list:
 
     def catalog_consumer() -> KafkaConsumer:
         return KafkaConsumer(group_id=None, enable_auto_commit=False, client_id="ragmon-catalog",
+                             **kafka.client_options())
+
+    def lag_consumer() -> KafkaConsumer:
+        # the group's id to read its committed offsets; it never subscribes, so it never joins
+        return KafkaConsumer(group_id=kafka.group_id, enable_auto_commit=False, client_id="ragmon-lag",
                              **kafka.client_options())
 
     metrics = runtime.metrics
@@ -234,14 +248,17 @@ def build_sources(runtime: Runtime) -> list:
 
     reader = KafkaCatalogReader(catalog_consumer, kafka.catalog_topic, runtime.pipeline.process,
                                 max_batch=kafka.max_batch)
+    # catalog first: no trace is judged before the reader reached the catalog topic's end
+    traces = KafkaSource(group_consumer, [kafka.traces_topic], runtime.pipeline.process, max_batch=kafka.max_batch,
+                         guard=DeadLetterGuard(kafka.max_dead_letter_ratio, kafka.dead_letter_window),
+                         report_assignment=assignment, catalog=reader)
     return [
         reader,
-        # catalog first: no trace is judged before the reader reached the catalog topic's end
-        KafkaSource(group_consumer, [kafka.traces_topic], runtime.pipeline.process, max_batch=kafka.max_batch,
-                    guard=DeadLetterGuard(kafka.max_dead_letter_ratio, kafka.dead_letter_window),
-                    report_lag=lambda topic, value: metrics.consumer_lag.labels(topic).set(value),
-                    report_group_lag=lambda topic, value: metrics.consumer_group_lag.labels(topic).set(value),
-                    report_assignment=assignment, lag_interval=kafka.lag_interval_seconds, catalog=reader),
+        traces,
+        # off the traces consumer's thread: reading offsets waits on brokers, a member must keep polling
+        KafkaLagProbe(lag_consumer, [kafka.traces_topic], traces.held, interval=kafka.lag_interval_seconds,
+                      report_lag=lambda topic, value: metrics.consumer_lag.labels(topic).set(value),
+                      report_group_lag=lambda topic, value: metrics.consumer_group_lag.labels(topic).set(value)),
     ]
 
 

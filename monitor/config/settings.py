@@ -225,8 +225,9 @@ class KafkaConfig(ConfigSection):
         3_000, ge=100, description="How often a replica tells the group it is alive; at most a third of "
         "`session_timeout_ms`.")
     max_poll_interval_ms: int = Field(
-        60_000, ge=1000, description="A replica that does not poll for this long leaves the group (a stuck "
-        "process gives its partitions up).")
+        60_000, ge=30_000, description="A replica that does not poll for this long leaves the group (a stuck "
+        "process gives its partitions up). At least 30 s: a batch's Kafka calls on the consumer's thread (producer "
+        "sends and flushes, the commit) each wait at most 10 s before the batch is retried.")
     group_instance_id: str | None = Field(
         None, max_length=249, description="Static group membership (KIP-345): a replica that restarts under the "
         "same id within `session_timeout_ms` gets its partitions back without a rebalance. Give each replica its "
