@@ -68,12 +68,11 @@ def caller_key(settings: Settings) -> str:
     return path.read_text().strip()
 
 
-def _sampler(settings: Settings, store: SampleStore, decoder: Decoder) -> Sampler:
+def _sampler(settings: Settings, store: SampleStore, decoder: Decoder, redactor: Redactor) -> Sampler:
     """The sampling stage, its weekly quota seeded from the samples already stored."""
-    config = settings.redaction.model_copy(update={"caller_key": SecretStr(caller_key(settings))})
     quota = WeeklyQuota(settings.sampling.cap, settings.sampling.weekly_total_cap)
     quota.seed(store.seed_rows(store.latest_weeks(2)))
-    return Sampler(settings.sampling, Redactor(config), quota, decoder=decoder,
+    return Sampler(settings.sampling, redactor, quota, decoder=decoder,
                    recent_traces=settings.sampling.late_window_traces)
 
 
@@ -179,7 +178,8 @@ def _kafka_transport(settings: Settings, topic: str, client_id: str, **producer_
                                                   **options, **producer_options), topic)
 
 
-def _dead_letters(settings: Settings, clock: Callable[[], float], metrics: Metrics) -> DeadLetterSink:
+def _dead_letters(settings: Settings, clock: Callable[[], float], metrics: Metrics,
+                  body: LetterBody) -> DeadLetterSink:
     """The dead-letter topic when Kafka is configured, else the JSONL file."""
     if settings.kafka.bootstrap_servers:
         from kafka import KafkaProducer
@@ -195,19 +195,18 @@ def _dead_letters(settings: Settings, clock: Callable[[], float], metrics: Metri
                                  max_block_ms=POLL_THREAD_CALL_MS, client_id="ragmon-dead-letters",
                                  **settings.kafka.client_options())
         return KafkaDeadLetterSink(producer, settings.kafka.dead_letter_topic, settings.dead_letter.max_raw_bytes,
-                                   timeout=POLL_THREAD_CALL_MS / 1000, body=_letter_body(settings))
+                                   timeout=POLL_THREAD_CALL_MS / 1000, body=body)
     config = settings.dead_letter
     return JsonlDeadLetterSink(config.path, config.max_raw_bytes, clock=clock, max_file_bytes=config.max_file_bytes,
                                keep_files=config.keep_files, on_dropped=metrics.dead_letters_dropped.inc,
-                               body=_letter_body(settings))
+                               body=body)
 
 
-def _letter_body(settings: Settings) -> LetterBody:
+def _letter_body(settings: Settings, key: str, redactor: Redactor) -> LetterBody:
     """Dead letters keep a hash keyed like the caller pseudonyms, the redacted text, and the raw
     bytes only encrypted (``dead_letter.keep_raw``)."""
-    redactor = Redactor(settings.redaction, require_key=False)
     config = settings.dead_letter
-    return LetterBody(hash_key=caller_key(settings).encode(), redact=redactor.redact, raw_key=config.raw_key(),
+    return LetterBody(hash_key=key.encode(), redact=redactor.redact, raw_key=config.raw_key(),
                       max_bytes=config.max_raw_bytes, max_text_bytes=config.max_text_bytes,
                       texts_per_second=config.texts_per_second)
 
@@ -352,14 +351,17 @@ def build_runtime(
     stats = PipelineStats()
     samples = SampleStore(engine, clock)
     registry = registry if registry is not None else CollectorRegistry()
+    # one redactor for samples, dead letters and label values; the key may refuse the config:
+    # before any thread (e.g. a Kafka producer's) is started
+    key = caller_key(settings)
+    redactor = Redactor(settings.redaction.model_copy(update={"caller_key": SecretStr(key)}))
     # a tenant, index or retriever name holding personal data or a secret is not exported as a label
-    detector = Redactor(settings.redaction, require_key=False)
-    metrics = Metrics(registry, settings.labels, private=lambda name: detector.redact(name) != name)
+    metrics = Metrics(registry, settings.labels, private=lambda name: redactor.redact(name) != name)
     register_scrape_time(metrics, stats, catalog, clock, sample_queue=samples.counts_by_status)
     signals = SignalEngine(settings.signals, catalog)
-    dead_letters = _dead_letters(settings, clock, metrics)
+    dead_letters = _dead_letters(settings, clock, metrics, _letter_body(settings, key, redactor))
     decoder = Decoder(settings.limits, clock)
-    sampler = _sampler(settings, samples, decoder)  # may refuse the config: before any thread is started
+    sampler = _sampler(settings, samples, decoder, redactor)
     alerts = _alert_dispatcher(settings, metrics, clock)
     pipeline = Pipeline(
         decoder,

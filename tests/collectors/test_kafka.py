@@ -215,6 +215,9 @@ def test_two_consumers_split_the_partitions_and_keying_keeps_rephrases_together(
     topic, dlq, catalog = new_topic(kafka, 6, "traces"), new_topic(kafka, 1, "dlq"), new_topic(kafka, 1, "cat")
     values, keys, _, simulator = simulated(8000, seed=9)
     injected = sum(n for key, n in simulator.injected.items() if key[0] == "rephrase")
+    # the topic's partitions have leaders before anyone subscribes: an assignment made from
+    # metadata without them gives nobody anything until the next metadata refresh (minutes)
+    end_offsets(kafka, topic)
     group = f"g-{uuid.uuid4().hex[:6]}"
     runtimes, sources = [], []
     for _ in range(2):
@@ -373,6 +376,7 @@ def test_a_killed_replicas_partitions_move_within_the_session_timeout_and_its_ba
            "RAGMON_KAFKA__SESSION_TIMEOUT_MS": str(session_ms)}
     (tmp_path / "a").mkdir()
     (tmp_path / "b").mkdir()
+    end_offsets(kafka, topic)  # partitions with leaders before the replicas subscribe
     doomed, survivor = RagmonServer(tmp_path / "a", **env).start(), RagmonServer(tmp_path / "b", **env).start()
     try:
         held = {"a": 0.0, "b": 0.0}

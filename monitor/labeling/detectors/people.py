@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import re
 
-from ragmon.monitor.labeling.detectors.base import Rule, clean_end
+from ragmon.monitor.labeling.detectors.base import Rule, clean_end, whole_match
 
 PERSON, ADDRESS = "[PERSON]", "[ADDRESS]"
 
@@ -225,7 +225,7 @@ _NUMBERED = re.compile(r"[0-9]")
 _TWO_CAPITALISED = re.compile(rf"[{_UP}][{_LOW}]+[ \t]+[{_UP}]")
 
 RULES = [
-    Rule("address", ADDRESS, _ADDRESS_COMPOUND, lambda text, m: m.span(), _NUMBERED),
+    Rule("address", ADDRESS, _ADDRESS_COMPOUND, whole_match, _NUMBERED),
     Rule("address", ADDRESS, _ADDRESS_EN, _street, _CAPITALISED),
     Rule("address", ADDRESS, _ADDRESS_PREFIXED, _prefixed, _CAPITALISED),
     Rule("person", PERSON, _NAME, _name, _CAPITALISED),
