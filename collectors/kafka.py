@@ -8,6 +8,13 @@ partitions and retries the same batch with back-off, polling meanwhile so that t
 it never skips. A rebalance that takes partitions away while a batch waits drops that batch's
 records of those partitions: their new owner starts from the last commit and sees them again.
 
+Warm state (docs/reliability.md): the signals and the sampler keep memories of recent records
+(traces for the feedback join, score baselines, questions per caller, traces held for late
+strata). When a replica is assigned a partition whose latest records another replica processed,
+it first replays up to ``warmup_records`` of them before the group's committed offset through
+``warm`` (``Pipeline.warm``: state only; nothing stored or counted), so that its memories are
+those the previous owner had. The traces topic is the changelog of that state.
+
 Catalog first (docs/events.md): a replica judges no trace before its catalog reader has reached the
 catalog topic's end offsets as of its start, and again as of each rebalance that assigned it
 partitions. Otherwise traces already waiting on the traces topic would be judged against a
@@ -20,8 +27,8 @@ import logging
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Iterable
-from typing import Protocol
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any, Protocol
 
 from kafka import ConsumerRebalanceListener, KafkaConsumer
 from kafka.errors import KafkaError
@@ -38,6 +45,8 @@ log = logging.getLogger(__name__)
 SOURCE = "kafka"
 
 AssignmentReporter = Callable[[dict[str, int]], None]  # partitions held, per topic, after each assignment
+Warmer = Callable[[Sequence[RawRecord]], int]  # replays records into state only; returns how many it took
+WarmupReporter = Callable[[str, int], None]  # (topic, records replayed)
 BACKOFF = RetryPolicy(initial=0.5, maximum=30.0)  # retry a refused batch forever, at most 30 s apart
 
 
@@ -115,6 +124,9 @@ class KafkaSource(BackgroundSource):
         guard: DeadLetterGuard | None = None,
         report_assignment: AssignmentReporter | None = None,
         catalog: CatalogBarrier | None = None,
+        warm: Warmer | None = None,
+        warmup_records: int = 0,
+        report_warmup: WarmupReporter | None = None,
     ) -> None:
         super().__init__()
         self._factory = consumer_factory
@@ -130,6 +142,12 @@ class KafkaSource(BackgroundSource):
         self._held: frozenset[TopicPartition] = frozenset()  # read by other threads: replaced, never mutated
         self._catalog = catalog
         self._catalog_due = False  # partitions were assigned: their records wait for the catalog
+        self._warm = warm if warmup_records > 0 else None
+        self._warmup_records = warmup_records
+        self._report_warmup = report_warmup
+        self._warm_due: set[TopicPartition] = set()  # assigned, warm-up not yet set up
+        self._warm_until: dict[TopicPartition, int] = {}  # offsets below this are replayed, not processed
+        self._consumed: dict[TopicPartition, int] = {}  # next offset after the last record run through the stages
         self.caught_up = threading.Event()  # clear while judging traces waits for the catalog
         if catalog is None:
             self.caught_up.set()
@@ -155,15 +173,14 @@ class KafkaSource(BackgroundSource):
             while not self._stop.is_set():
                 if self._catalog_due and not self._await_catalog(consumer, member=True):
                     break
+                if self._warm_due:
+                    self._begin_warmup(consumer)
                 polled = consumer.poll(timeout_ms=500, max_records=self._max_batch)
-                if self._catalog_due:  # this poll brought an assignment: what it fetched waits too
-                    self._seek_back(consumer, polled)
+                if self._catalog_due or self._warm_due:  # this poll brought an assignment: what it
+                    self._seek_back(consumer, polled)       # fetched waits for the catalog and warm-up
                     continue
-                self._pending = [
-                    RawRecord(SOURCE, message.value or b"",
-                              {"topic": message.topic, "partition": message.partition, "offset": message.offset})
-                    for messages in polled.values() for message in messages
-                ]
+                self._pending = self._replay_warm(polled) if self._warm_until else [
+                    _record(message) for messages in polled.values() for message in messages]
                 if self._pending:
                     self._deliver(consumer)
         finally:
@@ -185,6 +202,7 @@ class KafkaSource(BackgroundSource):
             log.warning("offset commit failed (%s); %d records will be delivered again",
                         type(error).__name__, len(self._pending))
         pending, self._pending = self._pending, []
+        self._note_consumed(pending)
         if self._guard is not None:
             self._guard.check(len(pending), result.rejected)
 
@@ -224,6 +242,51 @@ class KafkaSource(BackgroundSource):
             if messages:
                 consumer.seek(tp, messages[0].offset)
 
+    def _begin_warmup(self, consumer: KafkaConsumer) -> None:
+        """Seek each newly assigned partition back to replay what another replica processed since
+        this one last did (at most ``warmup_records`` before the group's committed offset)."""
+        due, self._warm_due = self._warm_due, set()
+        for tp in sorted(due & consumer.assignment()):
+            try:
+                resume_at = consumer.position(tp, timeout_ms=POLL_THREAD_CALL_MS)
+                first = consumer.beginning_offsets([tp], timeout_ms=POLL_THREAD_CALL_MS)[tp]
+            except KafkaError as error:
+                log.warning("no warm-up of %s[%d]: %s", tp.topic, tp.partition, error)
+                continue
+            if resume_at is None:
+                continue
+            start = max(first, resume_at - self._warmup_records, self._consumed.get(tp, 0))
+            if start < resume_at:
+                log.info("warm-up: replaying %s[%d] offsets %d to %d (processed by another replica) into state",
+                         tp.topic, tp.partition, start, resume_at - 1)
+                consumer.seek(tp, start)
+                self._warm_until[tp] = resume_at
+
+    def _replay_warm(self, polled: dict) -> list[RawRecord]:
+        """Replay the polled records of partitions still warming up; return the others."""
+        warm: list[RawRecord] = []
+        fresh: list[RawRecord] = []
+        for tp, messages in polled.items():
+            until = self._warm_until.get(tp)
+            for message in messages:
+                (warm if until is not None and message.offset < until else fresh).append(_record(message))
+            if until is not None and messages and messages[-1].offset + 1 >= until:
+                del self._warm_until[tp]
+        if warm and self._warm is not None:
+            self._warm(warm)
+            self._note_consumed(warm)
+            if self._report_warmup is not None:
+                for topic in self._topics:
+                    replayed = sum(1 for r in warm if r.origin["topic"] == topic)
+                    if replayed:
+                        self._report_warmup(topic, replayed)
+        return fresh
+
+    def _note_consumed(self, records: list[RawRecord]) -> None:
+        for record in records:
+            tp = TopicPartition(record.origin["topic"], record.origin["partition"])
+            self._consumed[tp] = max(self._consumed.get(tp, 0), record.origin["offset"] + 1)
+
     def _await_catalog(self, consumer: KafkaConsumer, member: bool) -> bool:
         """Wait until the catalog barrier is passed; False when shut down first. As a ``member``
         of the group, pause the assignment and poll meanwhile (a short timeout, so that a
@@ -257,6 +320,8 @@ class KafkaSource(BackgroundSource):
         held = {topic: sorted(tp.partition for tp in assigned if tp.topic == topic) for topic in self._topics}
         log.info("consumer group: assigned %s", _partitions(held) or "no partitions")
         self._held = frozenset(assigned)
+        if self._warm is not None:
+            self._warm_due = set(assigned)
         if self._report_assignment is not None:
             self._report_assignment({topic: len(partitions) for topic, partitions in held.items()})
         if self._consumer is None or not assigned:
@@ -275,9 +340,17 @@ class KafkaSource(BackgroundSource):
             held = {topic: sorted(tp.partition for tp in revoked if tp.topic == topic) for topic in self._topics}
             log.info("consumer group: revoked %s (a rebalance)", _partitions(held))
             self._held = self._held - revoked
+            self._warm_due -= revoked
+            for tp in revoked:
+                self._warm_until.pop(tp, None)
         if self._pending:
             self._pending = [r for r in self._pending
                              if TopicPartition(r.origin["topic"], r.origin["partition"]) not in revoked]
+
+
+def _record(message: Any) -> RawRecord:
+    return RawRecord(SOURCE, message.value or b"",
+                     {"topic": message.topic, "partition": message.partition, "offset": message.offset})
 
 
 def _partitions(held: dict[str, list[int]]) -> str:

@@ -106,6 +106,7 @@ class Metrics:
         self.consumer_group_lag = made["ragmon_consumer_group_lag_messages"]
         self.assigned_partitions = made["ragmon_kafka_assigned_partitions"]
         self.rebalances = made["ragmon_kafka_rebalances_total"]
+        self.warmup_records = made["ragmon_kafka_warmup_records_total"]
         self.alert_notifications = made["ragmon_alert_notifications_total"]
         self.probe_leaks = made["ragmon_probe_leaks_total"]
         self.job_runs = made["ragmon_job_runs_total"]

@@ -76,9 +76,11 @@ METRICS: tuple[MetricSpec, ...] = (
                "Source change to indexed, observed at each index event.", LAG_BUCKETS),
     MetricSpec("ragmon_index_embedding_models", "gauge", ("index",),
                "Embedding models among the documents an index holds."),
-    MetricSpec("ragmon_samples_total", "counter", ("tenant", "stratum"), "Traces sampled into the labeling queue."),
+    MetricSpec("ragmon_samples_total", "counter", ("tenant", "stratum"),
+               "Places taken in the labeling queue, per stratum (a trace sampled for two strata takes two)."),
     MetricSpec("ragmon_samples_dropped_total", "counter", ("reason",),
-               "Traces selected for sampling but not stored, by reason."),
+               "Places refused (weekly_cap, weekly_total_cap, near_duplicate, old_week, trace_evicted) or given "
+               "up to a lower-ranked trace (displaced), by reason. Places held = samples_total - displaced."),
     MetricSpec("ragmon_sample_queue", "gauge", ("status",), "Samples in the store, by status."),
     MetricSpec("ragmon_probe_failures_total", "counter", ("probe",),
                "Canary permission probe failures: a leak, a miss, or an error reaching the retrieval."),
@@ -103,6 +105,9 @@ METRICS: tuple[MetricSpec, ...] = (
                "replica held count too. Take the max over replicas."),
     MetricSpec("ragmon_kafka_assigned_partitions", "gauge", ("topic",),
                "Partitions of the topic this replica holds in the consumer group."),
+    MetricSpec("ragmon_kafka_warmup_records_total", "counter", ("topic",),
+               "Records replayed into state only (kafka.warmup_records) after an assignment: what another replica "
+               "processed on a partition this one took over."),
     MetricSpec("ragmon_kafka_rebalances_total", "counter", (),
                "Partition assignments this replica received (each group rebalance that reached it)."),
     MetricSpec("ragmon_duplicate_events_total", "counter", ("source",),

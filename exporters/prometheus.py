@@ -18,6 +18,7 @@ from ragmon.exporters.metrics import BY_NAME
 from ragmon.monitor.core.catalog import Catalog
 from ragmon.monitor.core.pipeline import Observation, PipelineStats
 from ragmon.monitor.core.signals import FeedbackSignals, IndexSignals, Outcome, TraceSignals
+from ragmon.monitor.labeling.sample_store import Admission
 
 UNKNOWN = "unknown"
 LATENCY_STAGES = ("retrieve", "rerank", "generate", "total")
@@ -57,9 +58,7 @@ class PrometheusSink:
         self._lock = threading.Lock()
 
     def consume(self, observation: Observation) -> None:
-        if observation.sampling is not None:
-            for tenant, stratum in observation.sampling.sampled:
-                self._m.samples.labels(self._m.tenant(tenant), stratum).inc()
+        if observation.sampling is not None:  # dropped before the quota; the quota's own: count_admission
             for reason in observation.sampling.dropped:
                 self._m.samples_dropped.labels(reason).inc()
         signals = observation.signals
@@ -71,6 +70,14 @@ class PrometheusSink:
             self._m.feedback.labels(tenant, index, signals.kind, signals.value or "none").inc()
         elif isinstance(signals, IndexSignals) and signals.lag_seconds is not None:
             self._m.index_lag.labels(self._m.index(signals.index)).observe(signals.lag_seconds)
+
+    def count_admission(self, admission: Admission) -> None:
+        """Count what the weekly quota admitted and refused (or took back) once it is stored. The
+        tenant label is the stored (redacted) tenant name."""
+        for tenant, stratum in admission.sampled:
+            self._m.samples.labels(self._m.tenant(tenant), stratum).inc()
+        for reason in admission.dropped:
+            self._m.samples_dropped.labels(reason).inc()
 
     def flush(self, timeout: float) -> bool:
         return True  # metrics live in memory; nothing to make durable

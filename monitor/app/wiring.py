@@ -43,7 +43,6 @@ from ragmon.monitor.core.signals import SignalEngine
 from ragmon.monitor.labeling.redact import Redactor
 from ragmon.monitor.labeling.sample_store import SampleStore
 from ragmon.monitor.labeling.sampler import Sampler, SampleWriter
-from ragmon.monitor.labeling.sampling import WeeklyQuota
 from ragmon.monitor.storage.catalog_store import CatalogPersistence, load_catalog
 from ragmon.monitor.storage.store import make_engine, prepare
 
@@ -66,14 +65,6 @@ def caller_key(settings: Settings) -> str:
         with os.fdopen(open_private(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL), "w") as handle:
             handle.write(secrets.token_hex(32))
     return path.read_text().strip()
-
-
-def _sampler(settings: Settings, store: SampleStore, decoder: Decoder, redactor: Redactor) -> Sampler:
-    """The sampling stage, its weekly quota seeded from the samples already stored."""
-    quota = WeeklyQuota(settings.sampling.cap, settings.sampling.weekly_total_cap)
-    quota.seed(store.seed_rows(store.latest_weeks(2)))
-    return Sampler(settings.sampling, redactor, quota, decoder=decoder,
-                   recent_traces=settings.sampling.late_window_traces)
 
 
 def _alert_dispatcher(settings: Settings, metrics: Metrics,
@@ -250,7 +241,9 @@ def build_sources(runtime: Runtime) -> list:
     # catalog first: no trace is judged before the reader reached the catalog topic's end
     traces = KafkaSource(group_consumer, [kafka.traces_topic], runtime.pipeline.process, max_batch=kafka.max_batch,
                          guard=DeadLetterGuard(kafka.max_dead_letter_ratio, kafka.dead_letter_window),
-                         report_assignment=assignment, catalog=reader)
+                         report_assignment=assignment, catalog=reader, warm=runtime.pipeline.warm,
+                         warmup_records=kafka.warmup_records,
+                         report_warmup=lambda topic, n: metrics.warmup_records.labels(topic).inc(n))
     return [
         reader,
         traces,
@@ -361,15 +354,18 @@ def build_runtime(
     signals = SignalEngine(settings.signals, catalog)
     dead_letters = _dead_letters(settings, clock, metrics, _letter_body(settings, key, redactor))
     decoder = Decoder(settings.limits, clock)
-    sampler = _sampler(settings, samples, decoder, redactor)
+    sampler = Sampler(settings.sampling, redactor, decoder=decoder, recent_traces=settings.sampling.late_window_traces)
+    prometheus = PrometheusSink(metrics)
     alerts = _alert_dispatcher(settings, metrics, clock)
     pipeline = Pipeline(
         decoder,
-        [CatalogPersistence(engine, catalog), SampleWriter(samples, _publisher(settings)), PrometheusSink(metrics),
+        [CatalogPersistence(engine, catalog),
+         SampleWriter(samples, settings.sampling, _publisher(settings), report=prometheus.count_admission), prometheus,
          *([AlertSink(alerts)] if alerts is not None else []), *extra_sinks],
         dead_letters,
         clock,
-        stages=Stages(update_catalog=catalog.apply, analyze=signals.observe, decide=sampler.decide),
+        stages=Stages(update_catalog=catalog.apply, analyze=signals.observe, decide=sampler.decide,
+                      learn=signals.learn, remember=sampler.remember),
         stats=stats,
         seen=SeenTraces(settings.dedupe.window),
     )

@@ -228,6 +228,11 @@ class KafkaConfig(ConfigSection):
         60_000, ge=30_000, description="A replica that does not poll for this long leaves the group (a stuck "
         "process gives its partitions up). At least 30 s: a batch's Kafka calls on the consumer's thread (producer "
         "sends and flushes, the commit) each wait at most 10 s before the batch is retried.")
+    warmup_records: NonNegativeInt = Field(
+        5_000, description="When a replica is assigned a partition whose latest records another replica processed, "
+        "it first replays up to this many of them (before the group's committed offset) into its memories: recent "
+        "traces for the feedback join, score baselines, questions per caller, traces held for late strata. Nothing "
+        "is stored or counted again. 0: no warm-up (a rebalance then loses those joins and baselines).")
     group_instance_id: str | None = Field(
         None, max_length=249, description="Static group membership (KIP-345): a replica that restarts under the "
         "same id within `session_timeout_ms` gets its partitions back without a rebalance. Give each replica its "

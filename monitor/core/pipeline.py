@@ -43,6 +43,8 @@ from ragmon.monitor.core.signals.results import Signals
 CatalogUpdate = Callable[[Event], None]
 Analyzer = Callable[[Event], Signals | None]
 Decider = Callable[[Event, Signals | None, bytes], Any]  # (event, its signals, the record) -> decision
+Learner = Callable[[Event], None]  # takes in an event another replica judged: state only
+Rememberer = Callable[[Event, bytes], None]  # keeps a trace (and its record) for late strata
 
 log = logging.getLogger(__name__)
 
@@ -68,12 +70,16 @@ class Stages:
     3. ``decide``: the sampling decision, from the event and its signals (``Sampler.decide``).
 
     The stages run on one event after another, so a trace is judged against every catalog event
-    before it in the batch.
+    before it in the batch. In a warm-up (:meth:`Pipeline.warm`), ``learn`` and ``remember`` take
+    the places of ``analyze`` and ``decide``: the signals' memories take the event in
+    (``SignalEngine.learn``) and the sampler keeps the trace for late strata (``Sampler.remember``).
     """
 
     update_catalog: CatalogUpdate | None = None
     analyze: Analyzer | None = None
     decide: Decider | None = None
+    learn: Learner | None = None
+    remember: Rememberer | None = None
 
 
 class Sink(Protocol):
@@ -337,6 +343,34 @@ class Pipeline:
         self.stats.merge(accepted, rejected, now, duplicates)
         n_duplicates = sum(duplicates.values())
         return BatchResult(len(observations) + n_duplicates, len(rejections), rejections, n_duplicates)
+
+    def warm(self, records: Sequence[RawRecord]) -> int:
+        """Replay records that another replica already processed (a Kafka partition this one was
+        just assigned), so that the stateful stages know them as that replica did: the signals'
+        memories (recent traces for the feedback join, score baselines, questions per caller) and
+        the traces the sampler keeps for late strata. Nothing is stored, counted, sampled,
+        dead-lettered or alerted, and catalog events are not applied (the catalog has moved on).
+        Returns how many events were replayed."""
+        with self._lock:
+            learn, remember = self._stages.learn, self._stages.remember
+            replayed = 0
+            for record in records:
+                try:
+                    event = self._decoder.decode(record.data, record.size)
+                except InvalidInput:
+                    continue  # its owner dead-lettered it
+                if isinstance(event, DocumentEvent | IndexEvent):
+                    continue
+                if self._seen.enabled and isinstance(event, TraceEvent):
+                    if event.trace_id in self._seen:
+                        continue
+                    self._seen.remember({event.trace_id})
+                if learn is not None:
+                    learn(event)
+                if remember is not None:
+                    remember(event, record.data)
+                replayed += 1
+            return replayed
 
     def shutdown(self) -> None:
         self._durable.shutdown()

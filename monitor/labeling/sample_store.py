@@ -1,23 +1,29 @@
-"""The labeling queue: samples stored idempotently by trace id (SQLModel, migration 0002).
+"""The labeling queue: samples stored idempotently by trace id (SQLModel, migrations 0002 and 0004).
 
-Status moves ``queued -> exported -> labeled``, or to ``discarded``. A sample's strata only grow
-(a trace sampled for one reason can gain another later, e.g. negative feedback); everything else
-is fixed when it is first stored, so replays and retries change nothing.
+Status moves ``queued -> exported -> labeled``, or to ``discarded``. :meth:`SampleStore.admit` is
+where the weekly quota is decided (``monitor/labeling/quota.py``): against the stored samples of
+each tenant-week, under a lock on that tenant-week (a PostgreSQL advisory lock), so replicas
+sharing the database decide as one process would. A queued sample can lose a stratum to a
+lower-ranked trace (and is deleted when it has none left); everything else is fixed when it is
+first stored, so replays and retries change nothing.
 """
 
 from __future__ import annotations
 
+import hashlib
+import threading
 import time
-from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from sqlalchemy import JSON, Column, Engine, func
+from sqlalchemy import JSON, Column, Engine, delete, func, text, update
 from sqlalchemy.exc import SQLAlchemyError
 from sqlmodel import Field, Session, SQLModel, col, select
 
 from ragmon.monitor.core.errors import Retryable
-from ragmon.monitor.labeling.sampling import SeedRow
+from ragmon.monitor.labeling.quota import LEAK, Claim, WeekState
+from ragmon.monitor.labeling.sampling import DropReason
 
 Status = Literal["queued", "exported", "labeled", "discarded"]
 STATUSES: tuple[str, ...] = ("queued", "exported", "labeled", "discarded")
@@ -36,6 +42,21 @@ class Sample(SQLModel, table=True):
     created_at: float
     updated_at: float
     payload: dict[str, Any] = Field(default_factory=dict, sa_column=Column(JSON, nullable=False))
+    rank: float = 0.0  # quota.rank_of the trace: lower keeps a place (samples stored before 0004 have 0)
+
+
+class SampleClaim(SQLModel, table=True):
+    """The lowest-ranked trace offered for a stratum this tenant-week with a question fingerprint,
+    holding a place or not."""
+
+    __tablename__ = "sample_claim"
+    tenant: str = Field(primary_key=True, max_length=256)
+    week: str = Field(primary_key=True, max_length=8)
+    stratum: str = Field(primary_key=True, max_length=32)
+    fingerprint: str = Field(primary_key=True, max_length=64)
+    trace_id: str = Field(max_length=256)
+    rank: float
+    updated_at: float
 
 
 @dataclass
@@ -50,12 +71,118 @@ class NewSample:
     fingerprint: str
     trace_time: float
     payload: dict[str, Any]
+    rank: float = 0.0
+
+
+@dataclass
+class Admission:
+    """What :meth:`SampleStore.admit` decided: trace ids stored for the first time, (tenant,
+    stratum) places newly taken, and the reasons of the places refused or given up (``displaced``),
+    one per place. Places held = places taken - places displaced."""
+
+    created: list[str] = field(default_factory=list)
+    sampled: list[tuple[str, str]] = field(default_factory=list)
+    dropped: list[str] = field(default_factory=list)
 
 
 class SampleStore:
     def __init__(self, engine: Engine, clock=time.time) -> None:
         self._engine = engine
         self._clock = clock
+        self._admitting = threading.Lock()  # one admission at a time in this process (SQLite's one writer)
+
+    def admit(self, samples: Sequence[NewSample], cap: Callable[[str], int], total_cap: int | None = None
+              ) -> Admission:
+        """Decide the weekly quota for ``samples`` (their strata are those the rates selected) and
+        store what it admits, in one transaction. ``cap`` gives a stratum's cap per tenant-week;
+        ``total_cap`` bounds a week's samples across tenants, in arrival order. Tenant-weeks are
+        locked in sorted order, so concurrent replicas never deadlock on them. Raises
+        :class:`Retryable` when the database is unavailable."""
+        if not samples:
+            return Admission()
+        merged: dict[str, NewSample] = {}  # a trace is one sample: its first tenant and week count
+        for sample in samples:
+            known = merged.get(sample.trace_id)
+            if known is None:
+                merged[sample.trace_id] = NewSample(**{**sample.__dict__, "strata": set(sample.strata)})
+            else:
+                known.strata |= sample.strata
+        admission = Admission()
+        try:
+            with self._admitting, Session(self._engine) as session:
+                # a trace already stored stays in its tenant-week (a trace id sent again with another
+                # tenant or time, or two ids that redact alike)
+                for trace_id, tenant, week in session.exec(select(Sample.trace_id, Sample.tenant, Sample.week).where(
+                        col(Sample.trace_id).in_(list(merged)))):
+                    merged[trace_id].tenant, merged[trace_id].week = tenant, week
+                groups: dict[tuple[str, str], dict[str, NewSample]] = {}
+                for trace_id, sample in merged.items():
+                    groups.setdefault((sample.tenant, sample.week), {})[trace_id] = sample
+                totals: dict[str, int] = {}
+                for (tenant, week), group in sorted(groups.items()):
+                    self._lock_week(session, tenant, week)
+                    if week not in totals:
+                        totals[week] = session.exec(select(func.count()).select_from(Sample)
+                                                    .where(Sample.week == week)).one()
+                    self._admit_week(session, tenant, week, group, cap, total_cap, totals, admission)
+                session.commit()
+        except SQLAlchemyError as error:
+            raise Retryable(f"sample store: {type(error).__name__}") from error
+        return admission
+
+    @staticmethod
+    def _lock_week(session: Session, tenant: str, week: str) -> None:
+        """Hold the tenant-week until the transaction ends (PostgreSQL; SQLite has one writer)."""
+        if session.get_bind().dialect.name == "postgresql":
+            digest = hashlib.blake2b(f"ragmon.sample\x00{tenant}\x00{week}".encode(), digest_size=8).digest()
+            session.execute(text("SELECT pg_advisory_xact_lock(:key)"),
+                            {"key": int.from_bytes(digest, "big", signed=True)})
+
+    def _admit_week(self, session: Session, tenant: str, week: str, group: dict[str, NewSample],
+                    cap: Callable[[str], int], total_cap: int | None, totals: dict[str, int],
+                    admission: Admission) -> None:
+        now = self._clock()
+        rows = {trace_id: (strata, status, rank) for trace_id, strata, status, rank in session.exec(
+            select(Sample.trace_id, Sample.strata, Sample.status, Sample.rank)
+            .where(Sample.tenant == tenant, Sample.week == week))}
+        fingerprints = sorted({s.fingerprint for s in group.values()})
+        state = WeekState(strata={t: set(strata) for t, (strata, _, _) in rows.items()},
+                          ranks={t: rank for t, (_, _, rank) in rows.items()},
+                          fixed={t for t, (_, status, _) in rows.items() if status != "queued"},
+                          claims={(c.stratum, c.fingerprint): Claim(c.trace_id, c.rank) for c in session.exec(
+                              select(SampleClaim).where(SampleClaim.tenant == tenant, SampleClaim.week == week,
+                                                        col(SampleClaim.fingerprint).in_(fingerprints)))})
+        for trace_id, sample in group.items():
+            if trace_id not in state.strata and total_cap is not None and totals[week] >= total_cap:
+                admission.dropped += [DropReason.WEEKLY_TOTAL_CAP.value] * len(sample.strata - {LEAK})
+                sample.strata &= {LEAK}  # a leak is never refused for room: it is what the queue is for
+                if not sample.strata:
+                    continue
+            outcome = state.offer(trace_id, sample.fingerprint, sample.rank, sample.strata, cap)
+            admission.sampled += [(tenant, stratum) for stratum in sorted(outcome.admitted)]
+            admission.dropped += [reason.value for _, reason in outcome.refused]
+            admission.dropped += [DropReason.DISPLACED.value] * len(outcome.displaced)
+            if outcome.admitted and trace_id not in rows and trace_id not in admission.created:
+                totals[week] += 1
+        for trace_id, strata in state.strata.items():
+            row = rows.get(trace_id)
+            if row is None:
+                sample = group[trace_id]
+                session.add(Sample(
+                    trace_id=trace_id, tenant=tenant, week=week, strata=sorted(strata), status="queued",
+                    split=sample.split, fingerprint=sample.fingerprint, trace_time=sample.trace_time,
+                    created_at=now, updated_at=now, payload=sample.payload, rank=sample.rank))
+                admission.created.append(trace_id)
+            elif set(row[0]) != strata:
+                session.execute(update(Sample).where(col(Sample.trace_id) == trace_id)
+                                .values(strata=sorted(strata), updated_at=now))
+        gone = sorted(rows.keys() - state.strata.keys())
+        if gone:
+            session.execute(delete(Sample).where(col(Sample.trace_id).in_(gone)))
+        for stratum, fingerprint in sorted(state.changed_claims):
+            claim = state.claims[stratum, fingerprint]
+            session.merge(SampleClaim(tenant=tenant, week=week, stratum=stratum, fingerprint=fingerprint,
+                                      trace_id=claim.trace_id, rank=claim.rank, updated_at=now))
 
     def upsert(self, samples: Sequence[NewSample]) -> list[str]:
         """Store new samples and add strata to known ones; return the trace ids stored for the
@@ -141,11 +268,10 @@ class SampleStore:
         """Retention: delete queued and discarded samples stored before ``before``; returns how
         many. Labeled samples stay (the regression set points at them), and so do exported ones:
         their labels may still come back, and the eval reads their traces."""
-        from sqlalchemy import delete
-
         with Session(self._engine) as session:
             result = session.exec(delete(Sample).where(col(Sample.status).in_(("queued", "discarded")),
                                                        Sample.created_at < before))
+            session.exec(delete(SampleClaim).where(SampleClaim.updated_at < before))
             session.commit()
             return result.rowcount or 0
 
@@ -169,12 +295,6 @@ class SampleStore:
             query = query.limit(limit)
         with Session(self._engine) as session:
             return list(session.exec(query))
-
-    def seed_rows(self, weeks: Iterable[str]) -> list[SeedRow]:
-        """What the weekly quota must know of ``weeks`` at start-up."""
-        with Session(self._engine) as session:
-            rows = session.exec(select(Sample).where(col(Sample.week).in_(list(weeks))))
-            return [SeedRow(r.tenant, r.week, r.fingerprint, r.trace_id, tuple(r.strata)) for r in rows]
 
     def latest_weeks(self, n: int = 2) -> list[str]:
         with Session(self._engine) as session:

@@ -2,10 +2,10 @@
 sink that stores them.
 
 :meth:`Sampler.decide` runs after the signals, on each event: for a trace its strata (from the
-signals), the deterministic decision per stratum, the weekly quota (caps, near duplicates), then
-redaction. The :class:`SamplingDecision` travels on the observation; :class:`SampleWriter` stores its
-samples when the batch is flushed, and the metrics sink counts what was sampled and dropped once the
-batch is durable. Late strata
+signals), the deterministic decision per stratum, then redaction. The :class:`SamplingDecision`
+travels on the observation; :class:`SampleWriter` offers its samples to the store when the batch is
+flushed, where the weekly quota (caps, near duplicates) is decided against every replica's samples
+(``SampleStore.admit``), and reports what was admitted and refused once that is durable. Late strata
 (``rephrased``, ``negative_feedback``) reach a trace after it passed: the records of the last
 ``recent_traces`` traces are kept as received, LZ4-compressed, in memory for that (never stored
 unredacted), and decoded again only if a late stratum selects one; a late stratum for a trace
@@ -28,29 +28,28 @@ from ragmon.monitor.core.decode import Decoder
 from ragmon.monitor.core.model import Event, TraceEvent
 from ragmon.monitor.core.pipeline import Observation
 from ragmon.monitor.core.signals import Signals, TraceSignals
+from ragmon.monitor.labeling.quota import rank_of
 from ragmon.monitor.labeling.redact import Redactor
-from ragmon.monitor.labeling.sample_store import NewSample, SampleStore
+from ragmon.monitor.labeling.sample_store import Admission, NewSample, SampleStore
 from ragmon.monitor.labeling.sampling import (
     DropReason,
     SamplingConfig,
-    WeeklyQuota,
     decide,
     late_strata_from,
     question_fingerprint,
     split_of,
     strata_of,
 )
-from ragmon.monitor.labeling.weeks import iso_week
+from ragmon.monitor.labeling.weeks import iso_week, previous_week, week_monday
 
 Publish = Callable[[list[dict[str, Any]]], None]
 
 
 @dataclass(slots=True)
 class SamplingDecision:
-    """What the sampler decided for one event: (tenant, stratum) newly admitted, the reasons of what
-    was dropped, and the redacted samples to store."""
+    """What the sampler decided for one event: the reasons of what was dropped before the quota
+    (``trace_evicted``, ``old_week``), and the redacted samples to offer to the quota."""
 
-    sampled: list[tuple[str, str]] = field(default_factory=list)
     dropped: list[str] = field(default_factory=list)
     samples: list[NewSample] = field(default_factory=list)
 
@@ -65,12 +64,12 @@ class _Held(msgspec.Struct, gc=False):  # tens of thousands held: kept out of th
 class Sampler:
     """The sampling stage. Thread-safe; the pipeline calls it for one batch at a time."""
 
-    def __init__(self, config: SamplingConfig, redactor: Redactor, quota: WeeklyQuota, *, decoder: Decoder,
+    def __init__(self, config: SamplingConfig, redactor: Redactor, *, decoder: Decoder,
                  recent_traces: int = 20_000) -> None:
         """``decoder``: the pipeline's, to read a held record again when a late stratum selects it."""
         self._config = config
         self._redactor = redactor
-        self._quota = quota
+        self._newest_week: str | None = None
         self._capacity = recent_traces
         self._held: OrderedDict[str, _Held] = OrderedDict()
         self._lock = threading.Lock()
@@ -82,11 +81,7 @@ class Sampler:
         when nothing was sampled or dropped."""
         decision = SamplingDecision()
         if isinstance(event, TraceEvent) and isinstance(signals, TraceSignals):
-            # The received bytes, not a new encoding of the event: LZ4 of 3 KB takes about 4 µs,
-            # where encoding plus zlib took about 45 (docs/performance.md).
-            raw = data or self._encode(event)
-            held = _Held(event.tenant, event.time, event.query, lz4.block.compress(raw))
-            self._hold(event.trace_id, held)
+            held = self._hold(event, data)
             chosen = decide(self._config, event.trace_id, strata_of(event, signals))
             if chosen:
                 self._admit(event.trace_id, held, chosen, decision, event)
@@ -98,54 +93,69 @@ class Sampler:
                 decision.dropped.append(DropReason.TRACE_EVICTED.value)
                 continue
             self._admit(ref.trace_id, held, {stratum}, decision)
-        return decision if decision.sampled or decision.dropped or decision.samples else None
+        return decision if decision.dropped or decision.samples else None
 
-    def _hold(self, trace_id: str, held: _Held) -> None:
+    def remember(self, event: Event, data: bytes) -> None:
+        """Keep a trace for late strata without deciding anything: for a trace another replica
+        already decided (``Pipeline.warm``)."""
+        if isinstance(event, TraceEvent):
+            self._hold(event, data)
+
+    def _hold(self, event: TraceEvent, data: bytes) -> _Held:
+        # The received bytes, not a new encoding of the event: LZ4 of 3 KB takes about 4 µs,
+        # where encoding plus zlib took about 45 (docs/performance.md).
+        held = _Held(event.tenant, event.time, event.query, lz4.block.compress(data or self._encode(event)))
         with self._lock:
-            self._held[trace_id] = held
-            self._held.move_to_end(trace_id)
+            self._held[event.trace_id] = held
+            self._held.move_to_end(event.trace_id)
             while len(self._held) > self._capacity:
                 self._held.popitem(last=False)
+        return held
 
     def _admit(self, trace_id: str, held: _Held, strata: set[str], decision: SamplingDecision,
                event: TraceEvent | None = None) -> None:
-        """Admit the trace for ``strata`` within the weekly quota; ``event``: the decoded trace when
-        at hand (else the held record is decoded again)."""
+        """Offer the trace for ``strata``, redacted; ``event``: the decoded trace when at hand (else
+        the held record is decoded again)."""
         week = iso_week(held.time, self._config.time_zone)
-        fingerprint = question_fingerprint(held.question)
-        admitted = set()
-        for stratum in sorted(strata):
-            repeat = self._quota.holds(held.tenant, stratum, week, trace_id)
-            reason = self._quota.admit(held.tenant, stratum, week, fingerprint, trace_id)
-            if reason is None:
-                admitted.add(stratum)
-                if not repeat:  # a replayed sample is stored idempotently and not counted again
-                    decision.sampled.append((held.tenant, stratum))
-            else:
-                decision.dropped.append(reason.value)
-        if not admitted:
+        if not self._recent_week(week):
+            decision.dropped += [DropReason.OLD_WEEK.value] * len(strata)
             return
         if event is None:
             event = self._decoder.decode(lz4.block.decompress(held.raw))
         payload = self._redactor.redact_event(event)
+        fingerprint = question_fingerprint(held.question)
         # the row's trace id and tenant as the payload has them: a name a detector fires on is not
         # stored beside its redacted copy
         redact = self._redactor.redact
-        decision.samples.append(NewSample(redact(trace_id), redact(held.tenant), week, admitted,
+        decision.samples.append(NewSample(redact(trace_id), redact(held.tenant), week, set(strata),
                                           split_of(self._config.salt, fingerprint, self._config.heldout_share),
-                                          fingerprint, held.time, payload))
+                                          fingerprint, held.time, payload, rank_of(self._config.salt, trace_id)))
+
+    def _recent_week(self, week: str) -> bool:
+        """Whether ``week`` is the newest week seen or the one before it (late feedback and
+        rephrases reach last week's traces; events near Monday 00:00 arrive out of order). Weeks
+        are judged from event times, which the decoder bounds, not from a clock."""
+        with self._lock:
+            if self._newest_week is None or week_monday(week) > week_monday(self._newest_week):
+                self._newest_week = week
+            return week_monday(week) >= week_monday(previous_week(self._newest_week))
 
 
 class SampleWriter:
-    """The durable sink of the sampling decisions: stores their samples when the batch is flushed
-    (and publishes the new ones to the samples topic when Kafka is configured)."""
+    """The durable sink of the sampling decisions: offers their samples to the store when the batch
+    is flushed, which decides the weekly quota and stores what it admits; then reports the
+    :class:`Admission` (metrics) and publishes the new samples to the samples topic when Kafka is
+    configured."""
 
     name = "samples"
     durable = True
 
-    def __init__(self, store: SampleStore, publish: Publish | None = None) -> None:
+    def __init__(self, store: SampleStore, config: SamplingConfig, publish: Publish | None = None,
+                 report: Callable[[Admission], None] | None = None) -> None:
         self._store = store
+        self._config = config
         self._publish = publish
+        self._report = report
         self._pending: list[NewSample] = []
         self._lock = threading.Lock()
 
@@ -159,10 +169,13 @@ class SampleWriter:
         with self._lock:
             pending, self._pending = self._pending, []
         # On failure the batch is retried with the same decisions (the pipeline keeps them), so
-        # nothing pending needs keeping here; storing is idempotent by trace id.
-        created = set(self._store.upsert(pending))
+        # nothing pending needs keeping here; a sample already stored is not admitted twice.
+        admission = self._store.admit(pending, self._config.cap, self._config.weekly_total_cap)
+        created = set(admission.created)
         if self._publish is not None and created:
             self._publish([_published(s) for s in pending if s.trace_id in created])
+        if self._report is not None:
+            self._report(admission)
         return True
 
     def shutdown(self) -> None:

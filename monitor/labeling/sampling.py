@@ -4,26 +4,24 @@ A trace belongs to strata (:func:`strata_of`, and later :func:`late_strata_from`
 negative feedback arrives); each stratum is kept when ``hash(salt, stratum, trace_id) < rate``
 (:func:`selected`), so a replay or another replica decides the same. The question fingerprint
 (:func:`question_fingerprint`) decides the split and which questions are near duplicates; the
-:class:`WeeklyQuota` applies the weekly caps per tenant and stratum and samples a question once per
-tenant-week. Nothing here reads a clock, a store or a random source.
+weekly caps and the near-duplicate rule are in ``monitor/labeling/quota.py``. Nothing here reads a
+clock, a store or a random source.
 """
 
 from __future__ import annotations
 
 import hashlib
 import re
-import threading
 import unicodedata
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from enum import StrEnum
-from typing import Annotated, Literal, NamedTuple
+from typing import Annotated, Literal
 
 from pydantic import Field, NonNegativeInt, ValidationInfo, field_validator
 
 from ragmon.monitor.config.section import ConfigSection, TimeZoneName
 from ragmon.monitor.core.model import TraceEvent
 from ragmon.monitor.core.signals.results import FeedbackSignals, Outcome, Signals, TraceRef, TraceSignals
-from ragmon.monitor.labeling.weeks import previous_week, week_monday
 
 
 class Stratum(StrEnum):
@@ -42,8 +40,9 @@ class DropReason(StrEnum):
     WEEKLY_CAP = "weekly_cap"  # the tenant's cap for this stratum and week is reached
     WEEKLY_TOTAL_CAP = "weekly_total_cap"  # the week holds sampling.weekly_total_cap samples of all tenants
     NEAR_DUPLICATE = "near_duplicate"  # another trace with the same question fingerprint was sampled this week
-    OLD_WEEK = "old_week"  # older than the weeks the quota keeps (see WeeklyQuota)
+    OLD_WEEK = "old_week"  # older than the week before the newest week this process has seen
     TRACE_EVICTED = "trace_evicted"  # a late stratum for a trace no longer among the recent ones
+    DISPLACED = "displaced"  # a queued sample gave its place in a stratum to a lower-ranked trace (quota.py)
 
 
 DEFAULT_RATES: dict[str, float] = {
@@ -185,120 +184,3 @@ def split_of(salt: str, fingerprint: str, heldout_share: float) -> Literal["dev"
     """``heldout`` for a stable ``heldout_share`` of fingerprints, else ``dev``; paraphrases that share
     a fingerprint share a split, and a fingerprint never changes split while salt and share stay."""
     return "heldout" if unit_hash(salt, "split", fingerprint) < heldout_share else "dev"
-
-
-class SeedRow(NamedTuple):
-    """One stored sample, as the durable store gives it back to seed a :class:`WeeklyQuota`."""
-
-    tenant: str
-    week: str
-    fingerprint: str
-    trace_id: str
-    strata: tuple[str, ...]
-
-
-class WeeklyQuota:
-    """Weekly caps per (tenant, stratum) and one sample per question fingerprint per tenant-week.
-
-    Memory is bounded by time: only the newest week seen and the one before it are kept (the one
-    before because late feedback and rephrases reach traces of last week, and events near Monday
-    00:00 arrive out of order). A newer week evicts older ones; an older week is refused as
-    ``old_week``. Within the kept weeks, what is held is bounded by the caps: one entry per admitted
-    sample and a counter per tenant and stratum. Weeks are judged from event times, not a clock,
-    which the decoder bounds (no timestamps from the far future). Thread-safe.
-    """
-
-    def __init__(self, cap: Callable[[str], int], total_cap: int | None = None) -> None:
-        """``cap`` gives the weekly cap of a stratum per tenant, e.g. :meth:`SamplingConfig.cap`;
-        ``total_cap`` bounds the samples (traces) of a week, all tenants together."""
-        self._cap = cap
-        self._total_cap = total_cap
-        self._totals: dict[str, int] = {}  # week -> samples (traces admitted for at least one stratum)
-        self._lock = threading.Lock()
-        self._kept: tuple[str, ...] = ()  # the newest week seen and the one before it
-        self._counts: dict[tuple[str, str, str], int] = {}  # (tenant, stratum, week) -> samples
-        self._fingerprints: dict[tuple[str, str], dict[str, str]] = {}  # (tenant, week) -> fingerprint -> trace
-        self._admitted: dict[tuple[str, str], dict[str, set[str]]] = {}  # (tenant, week) -> trace -> strata
-        self.dropped: dict[DropReason, int] = dict.fromkeys(DropReason, 0)
-
-    def admit(self, tenant: str, stratum: str, week: str, fingerprint: str, trace_id: str) -> DropReason | None:
-        """Take a trace sampled for ``stratum`` into the week's quota: None when admitted, else why not.
-
-        The same trace may come again, for another stratum (several strata, or a late one) or for the
-        same one (a replay): it is never its own near duplicate, and a repeat is admitted without
-        being counted twice. Drops are counted in :attr:`dropped`.
-        """
-        with self._lock:
-            reason = self._admit(tenant, stratum, week, fingerprint, trace_id)
-            if reason is not None:
-                self.dropped[reason] += 1
-            return reason
-
-    def _admit(self, tenant: str, stratum: str, week: str, fingerprint: str, trace_id: str) -> DropReason | None:
-        if not self._advance(week):
-            return DropReason.OLD_WEEK
-        admitted = self._admitted.setdefault((tenant, week), {})
-        if stratum in admitted.get(trace_id, ()):
-            return None
-        seen = self._fingerprints.setdefault((tenant, week), {})
-        # Every leak is an incident of its own, however common its question: never a near duplicate.
-        if stratum != Stratum.PERMISSION_VIOLATION and seen.get(fingerprint, trace_id) != trace_id:
-            return DropReason.NEAR_DUPLICATE
-        key = (tenant, stratum, week)
-        if self._counts.get(key, 0) >= self._cap(stratum):
-            return DropReason.WEEKLY_CAP
-        new_sample = trace_id not in admitted
-        if new_sample and self._total_cap is not None and self._totals.get(week, 0) >= self._total_cap:
-            return DropReason.WEEKLY_TOTAL_CAP
-        self._counts[key] = self._counts.get(key, 0) + 1
-        if new_sample:
-            self._totals[week] = self._totals.get(week, 0) + 1
-        seen[fingerprint] = trace_id
-        admitted.setdefault(trace_id, set()).add(stratum)
-        return None
-
-    def holds(self, tenant: str, stratum: str, week: str, trace_id: str) -> bool:
-        """Whether the trace was already admitted for ``stratum`` (a replay or a retried batch)."""
-        with self._lock:
-            return stratum in self._admitted.get((tenant, week), {}).get(trace_id, ())
-
-    def seed(self, rows: Iterable[SeedRow]) -> None:
-        """Load the samples already stored (call before the first :meth:`admit`). Rows of weeks older
-        than the two kept are skipped; a row already known is not counted again, so seeding twice is
-        harmless. Caps are not applied: what is stored counts, even above a lowered cap."""
-        with self._lock:
-            for row in sorted(rows, key=lambda r: week_monday(r.week)):  # oldest first: the window only advances
-                if not self._advance(row.week):
-                    continue
-                self._fingerprints.setdefault((row.tenant, row.week), {}).setdefault(row.fingerprint, row.trace_id)
-                by_trace = self._admitted.setdefault((row.tenant, row.week), {})
-                if row.trace_id not in by_trace:
-                    self._totals[row.week] = self._totals.get(row.week, 0) + 1
-                known = by_trace.setdefault(row.trace_id, set())
-                for stratum in set(row.strata) - known:
-                    key = (row.tenant, stratum, row.week)
-                    self._counts[key] = self._counts.get(key, 0) + 1
-                    known.add(stratum)
-
-    def count(self, tenant: str, stratum: str, week: str) -> int:
-        """Samples admitted (or seeded) for a tenant, stratum and week, 0 for weeks not kept."""
-        with self._lock:
-            return self._counts.get((tenant, stratum, week), 0)
-
-    def weeks(self) -> list[str]:
-        """The weeks currently kept, oldest first."""
-        with self._lock:
-            return sorted({week for _, week in self._admitted}, key=week_monday)
-
-    def _advance(self, week: str) -> bool:
-        """Make ``week`` current if it is newer; False when it is older than the kept weeks."""
-        if week in self._kept:
-            return True
-        if self._kept and week_monday(week) < week_monday(self._kept[0]):
-            return False
-        self._kept = (week, previous_week(week))
-        self._counts = {k: v for k, v in self._counts.items() if k[2] in self._kept}
-        self._fingerprints = {k: v for k, v in self._fingerprints.items() if k[1] in self._kept}
-        self._admitted = {k: v for k, v in self._admitted.items() if k[1] in self._kept}
-        self._totals = {k: v for k, v in self._totals.items() if k in self._kept}
-        return True

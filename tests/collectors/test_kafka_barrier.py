@@ -1,6 +1,6 @@
-"""Catalog first, unit level: the traces consumer against a fake catalog barrier, the catalog
-reader's barrier against a fake consumer. (The real broker and `ragmon serve`:
-test_kafka_catalog_first.py.)"""
+"""Catalog first and warm-up, unit level: the traces consumer against a fake catalog barrier and a
+fake group, the catalog reader's barrier against a fake consumer. (The real broker and `ragmon
+serve`: test_kafka_catalog_first.py, test_kafka_scaled.py.)"""
 
 from __future__ import annotations
 
@@ -102,11 +102,14 @@ class FakeGroupConsumer:
         self.seeks += 1
         self.positions[tp] = offset
 
-    def commit(self, offsets) -> None:
+    def commit(self, offsets, timeout_ms=None) -> None:
         self.committed.update({tp: meta.offset for tp, meta in offsets.items()})
 
     def end_offsets(self, partitions, timeout_ms=None):
         return {tp: len(self.logs[tp.partition]) for tp in partitions}
+
+    def beginning_offsets(self, partitions, timeout_ms=None):
+        return dict.fromkeys(partitions, 0)
 
     def position(self, tp, timeout_ms=None):
         return self.positions[tp]
@@ -156,6 +159,38 @@ def test_the_consumer_joins_only_with_a_current_catalog_and_waits_again_after_an
         assert source.shutdown(timeout=5)
     assert sorted(processed.values) == sorted(v for log in logs.values() for v in log)  # each once
     assert consumer.committed == {TopicPartition(TOPIC, 0): 4, TopicPartition(TOPIC, 1): 2}
+    assert source.error is None
+
+
+class Warmed(Recorder):
+    def __call__(self, batch):
+        self.values.extend(record.data for record in batch)
+        return len(batch)
+
+
+def test_records_another_replica_processed_are_replayed_into_state_before_the_rest():
+    logs = {0: [f"a{i}".encode() for i in range(10)], 1: [b"b0", b"b1"]}
+    consumer, processed, warmed = FakeGroupConsumer(logs), Recorder(), Warmed()
+    consumer.committed = {TopicPartition(TOPIC, 0): 8}  # another replica processed a0 to a7
+    source = KafkaSource(lambda: consumer, [TOPIC], processed, warm=warmed, warmup_records=5)
+    source.start()
+    try:
+        wait_for(lambda: len(processed.values) == 4, 5, "the records after the committed offset processed")
+        assert sorted(processed.values) == [b"a8", b"a9", b"b0", b"b1"]
+        assert warmed.values == [b"a3", b"a4", b"a5", b"a6", b"a7"]  # at most warmup_records before it
+        # partitions handed back to the replica that processed them: nothing to replay
+        logs[0].append(b"a10")
+        consumer.rebalance()
+        wait_for(lambda: len(processed.values) == 5, 5, "the new record processed")
+        assert len(warmed.values) == 5
+        # another replica held partition 1 meanwhile and processed b2 and b3: only those are replayed
+        logs[1] += [b"b2", b"b3", b"b4"]
+        consumer.committed[TopicPartition(TOPIC, 1)] = 4
+        consumer.rebalance()
+        wait_for(lambda: len(processed.values) == 6, 5, "the record after the new committed offset processed")
+        assert processed.values[-1] == b"b4" and warmed.values[5:] == [b"b2", b"b3"]
+    finally:
+        assert source.shutdown(timeout=5)
     assert source.error is None
 
 

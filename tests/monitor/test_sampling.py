@@ -1,5 +1,5 @@
 """Sampling decisions: strata from signals, deterministic selection at the configured rates, question
-fingerprints and splits, ISO weeks, weekly caps and near duplicates, the config's errors."""
+fingerprints and splits, ISO weeks, the config's errors (the weekly quota: test_quota.py)."""
 
 from __future__ import annotations
 
@@ -24,11 +24,8 @@ from ragmon.monitor.core.signals import (
 )
 from ragmon.monitor.labeling.sampling import (
     DEFAULT_RATES,
-    DropReason,
     SamplingConfig,
-    SeedRow,
     Stratum,
-    WeeklyQuota,
     decide,
     late_strata_from,
     question_fingerprint,
@@ -271,101 +268,6 @@ def test_week_arithmetic():
             week_monday(bad)
 
 
-# the weekly quota
-
-
-def quota(cap=2, **caps) -> WeeklyQuota:
-    return WeeklyQuota(lambda stratum: caps.get(stratum, cap))
-
-
-def test_weekly_cap_per_tenant_and_stratum():
-    q = quota(cap=2)
-    results = [q.admit("acme", "random", "2026-W48", f"fp{i}", f"t{i}") for i in range(5)]
-    assert results == [None, None, "weekly_cap", "weekly_cap", "weekly_cap"]
-    assert q.count("acme", "random", "2026-W48") == 2
-    assert q.admit("acme", "low_score", "2026-W48", "fp9", "t9") is None  # another stratum
-    assert q.admit("globex", "random", "2026-W48", "fp0", "g0") is None  # another tenant, same question
-    assert q.admit("acme", "random", "2026-W47", "fp5", "t5") is None  # last week has its own cap
-    assert q.dropped == {DropReason.WEEKLY_CAP: 3, DropReason.WEEKLY_TOTAL_CAP: 0, DropReason.NEAR_DUPLICATE: 0,
-                         DropReason.OLD_WEEK: 0,
-                         DropReason.TRACE_EVICTED: 0}
-
-
-def test_per_stratum_cap_override_and_zero():
-    q = quota(cap=5, random=1, abstained=0)
-    assert q.admit("acme", "random", "2026-W48", "a", "t1") is None
-    assert q.admit("acme", "random", "2026-W48", "b", "t2") == "weekly_cap"
-    assert q.admit("acme", "abstained", "2026-W48", "c", "t3") == "weekly_cap"
-    caps = SamplingConfig(weekly_cap=7, weekly_cap_overrides={"random": 3})
-    assert (caps.cap("random"), caps.cap("low_score")) == (3, 7)
-
-
-def test_near_duplicate_questions_sampled_once_per_tenant_week():
-    q = quota(cap=10)
-    fp = question_fingerprint("How many vacation days carry over?")
-    assert q.admit("acme", "random", "2026-W48", fp, "t1") is None
-    assert q.admit("acme", "random", "2026-W48", question_fingerprint("how many VACATION days carry over"),
-                   "t2") == "near_duplicate"
-    assert q.admit("acme", "low_score", "2026-W48", fp, "t3") == "near_duplicate"  # any stratum
-    assert q.admit("acme", "random", "2026-W49", fp, "t4") is None  # next week
-    assert q.admit("globex", "random", "2026-W48", fp, "t5") is None  # other tenant
-    assert q.count("acme", "random", "2026-W48") == 1
-    assert q.dropped[DropReason.NEAR_DUPLICATE] == 2
-
-
-def test_a_trace_is_not_its_own_duplicate_and_repeats_count_once():
-    q = quota(cap=1)
-    assert q.admit("acme", "random", "2026-W48", "fp", "t1") is None
-    assert q.admit("acme", "low_score", "2026-W48", "fp", "t1") is None  # several strata of one trace
-    assert q.admit("acme", "negative_feedback", "2026-W48", "fp", "t1") is None  # a late stratum
-    assert q.admit("acme", "random", "2026-W48", "fp", "t1") is None  # a replay, at the cap
-    assert q.count("acme", "random", "2026-W48") == 1
-    assert q.admit("acme", "random", "2026-W48", "other", "t2") == "weekly_cap"
-
-
-def test_near_duplicate_is_judged_before_the_cap_and_drops_leave_no_trace():
-    q = quota(cap=1)
-    assert q.admit("acme", "random", "2026-W48", "a", "t1") is None
-    assert q.admit("acme", "random", "2026-W48", "a", "t2") == "near_duplicate"
-    assert q.admit("acme", "random", "2026-W48", "b", "t3") == "weekly_cap"
-    assert q.admit("acme", "low_score", "2026-W48", "b", "t4") is None  # t3 was dropped: "b" is still free
-
-
-def test_only_the_current_and_previous_week_are_kept():
-    q = quota(cap=1)
-    assert q.admit("acme", "random", "2026-W52", "a", "t1") is None
-    assert q.admit("acme", "random", "2026-W53", "a", "t2") is None
-    assert q.admit("acme", "random", "2026-W52", "b", "t3") == "weekly_cap"  # previous week still counted
-    assert q.admit("acme", "random", "2027-W01", "c", "t4") is None
-    assert q.weeks() == ["2026-W53", "2027-W01"]
-    assert q.count("acme", "random", "2026-W52") == 0
-    assert q.admit("acme", "random", "2026-W52", "d", "t5") == "old_week"
-    assert q.admit("acme", "random", "2026-W53", "a", "t2") is None  # still known
-    assert q.dropped[DropReason.OLD_WEEK] == 1
-
-
-def test_seed_from_the_store():
-    q = quota(cap=2)
-    rows = [
-        SeedRow("acme", "2026-W48", "a", "t1", ("random", "low_score")),
-        SeedRow("acme", "2026-W48", "b", "t2", ("random",)),
-        SeedRow("acme", "2026-W46", "c", "t0", ("random",)),  # too old once W48 is current: skipped
-        SeedRow("acme", "2026-W47", "d", "t3", ("abstained",)),
-    ]
-    q.seed(rows)
-    q.seed(rows)  # seeding twice counts once
-    assert q.weeks() == ["2026-W47", "2026-W48"]
-    assert q.count("acme", "random", "2026-W48") == 2
-    assert q.count("acme", "low_score", "2026-W48") == 1
-    assert q.count("acme", "abstained", "2026-W47") == 1
-    assert q.count("acme", "random", "2026-W46") == 0
-    assert q.admit("acme", "random", "2026-W48", "e", "t4") == "weekly_cap"
-    assert q.admit("acme", "low_score", "2026-W48", "a", "t5") == "near_duplicate"
-    assert q.admit("acme", "low_score", "2026-W48", "a", "t1") is None  # already counted for low_score
-    assert q.count("acme", "low_score", "2026-W48") == 1
-    assert q.admit("acme", "negative_feedback", "2026-W48", "b", "t2") is None
-
-
 # configuration
 
 
@@ -407,23 +309,3 @@ def test_config_error_inside_the_settings_names_the_section_and_key():
     [problem] = caught.value.errors()
     assert problem["loc"] == ("sampling", "rates")
     assert "unknown stratum randm" in problem["msg"]
-
-
-def test_permission_violations_are_never_near_duplicates():
-    quota = WeeklyQuota(lambda stratum: 10)
-    assert quota.admit("acme", "random", "2026-W48", "fp", "t1") is None
-    assert quota.admit("acme", "permission_violation", "2026-W48", "fp", "t2") is None
-    assert quota.admit("acme", "abstained", "2026-W48", "fp", "t3") == DropReason.NEAR_DUPLICATE
-
-
-def test_a_weekly_total_cap_bounds_the_samples_of_all_tenants_together():
-    """100,000 tenant names each within their own cap must not fill the queue past the total."""
-    q = WeeklyQuota(lambda stratum: 200, total_cap=3)
-    results = [q.admit(f"tenant-{i}", "random", "2026-W48", f"fp{i}", f"t{i}") for i in range(5)]
-    assert results == [None, None, None, "weekly_total_cap", "weekly_total_cap"]
-    assert q.admit("tenant-0", "low_score", "2026-W48", "fp0", "t0") is None  # another stratum of a kept sample
-    assert q.admit("tenant-9", "random", "2026-W49", "fp9", "t9") is None  # a new week starts from nothing
-    seeded = WeeklyQuota(lambda stratum: 200, total_cap=2)
-    seeded.seed([SeedRow("acme", "2026-W48", "fp1", "s1", ("random",)), SeedRow("globex", "2026-W48", "fp2", "s2",
-                                                                                ("random", "low_score"))])
-    assert seeded.admit("initech", "random", "2026-W48", "fp3", "s3") == "weekly_total_cap"

@@ -11,7 +11,7 @@ from ragmon.monitor.core.signals.freshness import stale_passages
 from ragmon.monitor.core.signals.memory import RecentTraces, RephraseDetector
 from ragmon.monitor.core.signals.outcome import answer_outcome, compile_refusals
 from ragmon.monitor.core.signals.results import FeedbackSignals, IndexSignals, Signals, TraceRef, TraceSignals
-from ragmon.monitor.core.signals.scores import ScoreBaselines, retrieval_findings
+from ragmon.monitor.core.signals.scores import ScoreBaselines, learn_baselines, retrieval_findings
 
 
 class SignalEngine:
@@ -41,6 +41,16 @@ class SignalEngine:
         if isinstance(event, IndexEvent):
             return IndexSignals(event.index, self.catalog.index_lag(event))
         return None
+
+    def learn(self, event: Event) -> None:
+        """Take in an event another replica already judged (``Pipeline.warm``): the memories only,
+        as that replica had them (recent traces for the feedback join, questions per caller, and
+        the score baselines that have no percentile yet; see :func:`learn_baselines`)."""
+        if isinstance(event, TraceEvent):
+            ref = TraceRef(event.trace_id, event.tenant, event.index.name, event.time)
+            self.recent.remember(ref)
+            self._rephrase(event, ref)
+            learn_baselines(event, self._config.low_score_thresholds, self.baselines)
 
     def trace(self, trace: TraceEvent) -> TraceSignals:
         context = trace.final_context()

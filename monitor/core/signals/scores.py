@@ -94,3 +94,17 @@ def retrieval_findings(
             low = limit is not None and top < limit
         findings.append(RetrievalFinding(name, top, low, not retrieval.passages, is_keyword(name, keyword_retrievers)))
     return findings
+
+
+def learn_baselines(trace: TraceEvent, thresholds: Mapping[str, Mapping[str, float]],
+                    baselines: ScoreBaselines) -> None:
+    """Feed a trace another replica already judged (a warm-up) to the baselines that have no
+    percentile yet. A baseline that has one is left alone: the replayed scores are older than the
+    ones in its window, and appending them would bring back a past distribution."""
+    index = trace.index.name
+    configured = thresholds.get(index, {})
+    for retrieval in trace.retrievals:
+        top = top_score([p.score for p in retrieval.passages])
+        key = (index, retrieval.retriever)
+        if top is not None and retrieval.retriever not in configured and baselines.threshold(key) is None:
+            baselines.observe(key, top)
