@@ -272,7 +272,7 @@ class Pipeline:
         self._flush_timeout = flush_timeout
         self._seen = seen if seen is not None else SeenTraces(0)
         # Signals and sampling decisions of the traces and feedback of the last refused batch: its
-        # retry reuses them, so the stateful stages (score baselines, rephrase memory, weekly quota)
+        # retry reuses them, so the stateful stages (score baselines, rephrase memory, held traces)
         # neither see those events twice nor judge them differently the second time, and what was
         # sampled is counted once. Cleared by the next batch that goes through.
         self._refused: dict[tuple, tuple[Signals | None, Any]] = {}

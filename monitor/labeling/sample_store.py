@@ -85,6 +85,18 @@ class Admission:
     dropped: list[str] = field(default_factory=list)
 
 
+def _by_trace(samples: Sequence[NewSample]) -> dict[str, NewSample]:
+    """One sample per trace id, copied: the first one's fields, the union of every one's strata."""
+    merged: dict[str, NewSample] = {}
+    for sample in samples:
+        known = merged.get(sample.trace_id)
+        if known is None:
+            merged[sample.trace_id] = NewSample(**{**sample.__dict__, "strata": set(sample.strata)})
+        else:
+            known.strata |= sample.strata
+    return merged
+
+
 class SampleStore:
     def __init__(self, engine: Engine, clock=time.time) -> None:
         self._engine = engine
@@ -100,13 +112,7 @@ class SampleStore:
         :class:`Retryable` when the database is unavailable."""
         if not samples:
             return Admission()
-        merged: dict[str, NewSample] = {}  # a trace is one sample: its first tenant and week count
-        for sample in samples:
-            known = merged.get(sample.trace_id)
-            if known is None:
-                merged[sample.trace_id] = NewSample(**{**sample.__dict__, "strata": set(sample.strata)})
-            else:
-                known.strata |= sample.strata
+        merged = _by_trace(samples)
         admission = Admission()
         try:
             with self._admitting, Session(self._engine) as session:
@@ -162,7 +168,7 @@ class SampleStore:
             admission.sampled += [(tenant, stratum) for stratum in sorted(outcome.admitted)]
             admission.dropped += [reason.value for _, reason in outcome.refused]
             admission.dropped += [DropReason.DISPLACED.value] * len(outcome.displaced)
-            if outcome.admitted and trace_id not in rows and trace_id not in admission.created:
+            if outcome.admitted and trace_id not in rows:
                 totals[week] += 1
         for trace_id, strata in state.strata.items():
             row = rows.get(trace_id)
@@ -190,13 +196,7 @@ class SampleStore:
         if not samples:
             return []
         now = self._clock()
-        merged: dict[str, NewSample] = {}
-        for sample in samples:
-            known = merged.get(sample.trace_id)
-            if known is None:
-                merged[sample.trace_id] = NewSample(**{**sample.__dict__, "strata": set(sample.strata)})
-            else:
-                known.strata |= sample.strata
+        merged = _by_trace(samples)
         try:
             with Session(self._engine) as session:
                 existing = {s.trace_id: s for s in session.exec(
