@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -89,3 +91,16 @@ def test_a_non_loopback_address_without_a_token_is_refused_before_anything_opens
     assert "http.token" in result.output and "allow_unauthenticated" in result.output
     assert "serving" not in result.output and "scheduler on" not in result.output
     assert not (tmp_path / "ragmon.db").exists()  # refused before the store was opened
+
+
+@pytest.mark.parametrize("command", ["serve", "scheduler"])
+def test_a_database_out_of_reach_is_waited_for_then_named_without_a_traceback(tmp_path, command):
+    environ = {**{k: v for k, v in os.environ.items() if not k.startswith("RAGMON_")},
+               "RAGMON_DATABASE__URL": "postgresql+psycopg://ragmon@127.0.0.1:9/ragmon",  # the discard port
+               "RAGMON_DATABASE__SCHEMA_WAIT_SECONDS": "3", "RAGMON_REDACTION__CALLER_KEY": "k" * 32}
+    done = subprocess.run([sys.executable, "-m", "ragmon", command, "--port", "9"], env=environ, cwd=tmp_path,
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2, done.stderr
+    assert "WARNING ragmon.monitor.storage.store: waiting for the database: database unavailable" in done.stderr
+    assert done.stderr.rstrip().endswith("error: database unavailable: OperationalError")
+    assert "Traceback" not in done.stderr

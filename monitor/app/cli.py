@@ -104,15 +104,16 @@ def _tls_options(settings: Settings) -> dict:
 
 
 class _Main(click.Group):
-    """Unusable configuration or schema, found while a command builds its parts, ends the command
-    with the reason and status 2 instead of a traceback."""
+    """Unusable configuration or schema, or a database out of reach, found while a command builds
+    its parts, ends the command with the reason and status 2 instead of a traceback."""
 
     def invoke(self, ctx: click.Context):
+        from ragmon.monitor.core.errors import Retryable
         from ragmon.monitor.storage.store import SchemaOutdated
 
         try:
             return super().invoke(ctx)
-        except (ConfigError, SchemaOutdated) as error:
+        except (ConfigError, SchemaOutdated, Retryable) as error:
             errors.print(f"[red]error:[/red] {error}", highlight=False)
             ctx.exit(2)
 
@@ -247,7 +248,7 @@ def serve(ctx: click.Context, host: str | None, port: int | None) -> None:
     host = host or settings.http.host
     port = port or settings.http.port
     unauthenticated = _exposure(ctx, settings, host)
-    runtime = build_runtime(settings)
+    runtime = build_runtime(settings, schema_wait=settings.database.schema_wait_seconds)
     runtime.metrics.http_unauthenticated.set(1 if unauthenticated else 0)
     otlp = build_otlp(runtime)
     sources = [*build_sources(runtime), *([otlp] if otlp is not None else [])]
@@ -312,7 +313,7 @@ def scheduler_command(ctx: click.Context, host: str | None, port: int | None) ->
     host = host or settings.http.host
     port = port or settings.http.port
     unauthenticated = _exposure(ctx, settings, host)
-    runtime = build_runtime(settings)
+    runtime = build_runtime(settings, schema_wait=settings.database.schema_wait_seconds)
     runtime.metrics.http_unauthenticated.set(1 if unauthenticated else 0)
     runner = build_scheduler(runtime, build_jobs(runtime, standalone=True))
 
@@ -325,6 +326,37 @@ def scheduler_command(ctx: click.Context, host: str | None, port: int | None) ->
     errors.print(f"ragmon scheduler on {_scheme(settings)}://{host}:{port} (GET /metrics, /healthz, /readyz)")
     uvicorn.Server(uvicorn.Config(app, host=host, port=port, log_config=None, access_log=False,
                                   timeout_graceful_shutdown=30, **_tls_options(settings))).run()
+
+
+@main.command()
+@click.option("--timeout", default=3.0, show_default=True, help="Seconds to wait for the answer.")
+@click.pass_context
+def healthcheck(ctx: click.Context, timeout: float) -> None:
+    """Exit 0 when the `serve` or `scheduler` of this configuration answers GET /healthz on
+    this machine (the image's HEALTHCHECK), else 1 with the reason."""
+    import ssl
+
+    import httpx
+
+    settings = _settings(ctx)
+    host = settings.http.host
+    if host in ("0.0.0.0", "::", ""):
+        host = "127.0.0.1"  # a wildcard listener answers on loopback
+    url = f"{_scheme(settings)}://{host if ':' not in host else f'[{host}]'}:{settings.http.port}/healthz"
+    verify: ssl.SSLContext | bool = True
+    if settings.http.tls_cert_file:
+        # liveness, not authenticity: the certificate names the service, not the loopback address
+        verify = ssl.create_default_context()
+        verify.check_hostname = False
+        verify.verify_mode = ssl.CERT_NONE
+    try:
+        status = httpx.get(url, timeout=timeout, verify=verify).status_code
+    except httpx.HTTPError as error:
+        errors.print(f"unhealthy: {url}: {type(error).__name__}", highlight=False)
+        ctx.exit(1)
+    if status != 200:
+        errors.print(f"unhealthy: {url}: HTTP {status}", highlight=False)
+        ctx.exit(1)
 
 
 @main.group()
@@ -487,15 +519,22 @@ def db() -> None:
 @click.pass_context
 def db_upgrade(ctx: click.Context) -> None:
     """Apply the schema migrations to the configured database."""
+    from sqlalchemy.exc import SQLAlchemyError
+
     from ragmon.monitor.config.settings import mask_url
+    from ragmon.monitor.core.errors import Retryable
     from ragmon.monitor.storage.store import current_revision, make_engine, upgrade
 
     settings = _settings(ctx)
     engine = make_engine(settings.database.url)
-    before = current_revision(engine)
-    upgrade(engine)
-    after = current_revision(engine)
-    engine.dispose()
+    try:
+        before = current_revision(engine)
+        upgrade(engine)
+        after = current_revision(engine)
+    except SQLAlchemyError as error:  # e.g. a database still starting: a hook Job's retry may succeed
+        raise Retryable(f"database unavailable: {type(error).__name__}") from None
+    finally:
+        engine.dispose()
     console.print(f"{mask_url(settings.database.url)}: schema {before or 'empty'} -> {after}")
 
 

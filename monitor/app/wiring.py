@@ -44,7 +44,7 @@ from ragmon.monitor.labeling.redact import Redactor
 from ragmon.monitor.labeling.sample_store import SampleStore
 from ragmon.monitor.labeling.sampler import Sampler, SampleWriter
 from ragmon.monitor.storage.catalog_store import CatalogPersistence, load_catalog
-from ragmon.monitor.storage.store import make_engine, prepare
+from ragmon.monitor.storage.store import await_schema, make_engine
 
 log = logging.getLogger(__name__)
 
@@ -333,12 +333,14 @@ def build_runtime(
     clock: Callable[[], float] = time.time,
     registry: CollectorRegistry | None = None,
     extra_sinks: Sequence[Sink] = (),
+    schema_wait: float = 0.0,
 ) -> Runtime:
-    """Open the store (migrating SQLite in place), load the catalog, and build the pipeline with
-    its signals and sinks: catalog persistence and Prometheus metrics."""
+    """Open the store (migrating SQLite in place; waiting up to ``schema_wait`` seconds for any
+    other database to come up at the code's schema, see :func:`await_schema`), load the catalog,
+    and build the pipeline with its signals and sinks: catalog persistence and Prometheus metrics."""
     disable_created_metrics()  # *_created series double the exposition and no dashboard uses them
     engine = make_engine(settings.database.url)
-    prepare(engine)
+    await_schema(engine, schema_wait)
     catalog = Catalog(settings.catalog.max_documents, settings.catalog.max_index_entries)
     load_catalog(engine, catalog)
     stats = PipelineStats()

@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import base64
 import json
+import logging
 import os
+import re
 from collections.abc import Mapping
 from datetime import datetime
 from pathlib import Path
@@ -39,6 +41,18 @@ from ragmon.monitor.labeling.sampling import SamplingConfig
 ENV_PREFIX = "RAGMON_"
 ENV_CONFIG_FILE = "RAGMON_CONFIG"  # path of the YAML file, when --config is not given
 MASK = "****"
+
+# The variables a kubelet sets in every pod for every Service of its namespace (Docker-link
+# style): for a Service `ragmon-prod` with port 4318 named `http`, RAGMON_PROD_SERVICE_HOST,
+# _SERVICE_PORT, _SERVICE_PORT_HTTP, _PORT, _PORT_4318_TCP and _PORT_4318_TCP_{PROTO,PORT,ADDR}.
+# A Service name is a DNS label, so the prefix is words joined by single underscores; every
+# ragmon setting has a double one (SECTION__KEY), so none is mistaken for these.
+SERVICE_NAME = re.compile(r"[A-Z0-9]+(?:_[A-Z0-9]+)*")
+SERVICE_LINK_SUFFIX = re.compile(
+    r"SERVICE_HOST|SERVICE_PORT(?:_[A-Z0-9]+)*|PORT(?:_[0-9]+_(?:TCP|UDP|SCTP)(?:_(?:PROTO|PORT|ADDR))?)?"
+)
+
+log = logging.getLogger(__name__)
 
 
 class ConfigError(Exception):
@@ -95,6 +109,11 @@ class DatabaseConfig(ConfigSection):
     url: str = Field(
         "sqlite:///ragmon-data/ragmon.db",
         description="SQLAlchemy URL: sqlite:///FILE or postgresql+psycopg://USER:PASSWORD@HOST:PORT/DB.",
+    )
+    schema_wait_seconds: NonNegativeInt = Field(
+        90,
+        description="How long `serve` and `scheduler` wait at start for a reachable PostgreSQL at the code's "
+        "schema (`ragmon db upgrade`, the chart's migration hook) before exiting; 0: do not wait.",
     )
 
 
@@ -328,19 +347,42 @@ def load_settings(path: Path | None = None, environ: Mapping[str, str] | None = 
     """Read the YAML file (``path``, else ``$RAGMON_CONFIG``, else none) and apply the environment.
 
     ``RAGMON_SECTION__KEY=value`` overrides ``section: {key: value}``; values that look like JSON
-    lists or objects are parsed as JSON. Raises :class:`ConfigError` naming the offending key.
+    lists or objects are parsed as JSON. Variables Kubernetes sets for a Service whose name
+    starts with ``ragmon`` (see :func:`is_service_link`) are skipped. Raises :class:`ConfigError`
+    naming the offending key.
     """
     environ = os.environ if environ is None else environ
     if path is None and environ.get(ENV_CONFIG_FILE):
         path = Path(environ[ENV_CONFIG_FILE])
     data = _read_yaml(path) if path is not None else {}
     for name, value in environ.items():
-        if name.startswith(ENV_PREFIX) and name != ENV_CONFIG_FILE:
-            _set_path(data, name, value)
+        if not name.startswith(ENV_PREFIX) or name == ENV_CONFIG_FILE:
+            continue
+        if is_service_link(name, environ):
+            log.debug("ignoring %s: Kubernetes sets it for a Service, it is not a ragmon setting", name)
+            continue
+        _set_path(data, name, value)
     try:
         return Settings.model_validate(data)
     except ValidationError as error:
         raise ConfigError(_describe(error, path)) from None
+
+
+def is_service_link(name: str, environ: Mapping[str, str]) -> bool:
+    """Whether ``name`` is one of the variables a kubelet injects for a Service rather than a
+    setting: ``<SERVICE>_`` and a link suffix (``SERVICE_LINK_SUFFIX``), where ``environ`` holds
+    the ``<SERVICE>_SERVICE_HOST`` the kubelet always sets with them. So with a Service ``ragmon``,
+    ``RAGMON_SERVICE_HOST`` and ``RAGMON_PORT_4318_TCP`` are skipped, while ``RAGMON_HTTP__PORT``
+    is a setting and a mistyped ``RAGMON_HTTP_PORT`` stays an error."""
+    # a name can split more than one way (RAGMON_SCHEDULER_SERVICE_PORT: the Service
+    # `ragmon-scheduler`, or a `ragmon-scheduler-service`), so every split is tried
+    parts = name.split("_")
+    for cut in range(1, len(parts)):
+        service, suffix = "_".join(parts[:cut]), "_".join(parts[cut:])
+        if (SERVICE_NAME.fullmatch(service) and SERVICE_LINK_SUFFIX.fullmatch(suffix)
+                and f"{service}_SERVICE_HOST" in environ):
+            return True
+    return False
 
 
 def _set_path(data: dict[str, Any], name: str, value: str) -> None:
@@ -457,7 +499,10 @@ values that look like JSON lists or objects are parsed as JSON
 (`RAGMON_LABELS__TENANTS='["acme","globex"]'`). The environment wins over the file.
 
 Unknown keys are errors, in the file and in `RAGMON_` variables alike, and every error names its
-key. `ragmon config check` validates and prints the effective configuration with secrets masked.
+key. The one exception: the variables a kubelet sets for a Service whose name starts with
+`ragmon` (`RAGMON_SERVICE_HOST`, `RAGMON_PORT`, `RAGMON_PROD_PORT_4318_TCP_ADDR`, …; recognised by
+their shape and the `<SERVICE>_SERVICE_HOST` set with them) are skipped, with a DEBUG log line.
+`ragmon config check` validates and prints the effective configuration with secrets masked.
 
 ```yaml
 # an example file

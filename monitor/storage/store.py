@@ -6,7 +6,10 @@ code that owns them (e.g. ``ragmon.monitor.storage.catalog_store``); their schem
 
 from __future__ import annotations
 
+import logging
 import os
+import time
+from collections.abc import Callable
 from pathlib import Path
 
 from alembic import command
@@ -21,6 +24,10 @@ from ragmon.monitor.core.errors import Retryable
 from ragmon.monitor.core.private_files import open_private
 
 MIGRATIONS = Path(__file__).parent / "migrations"
+SCHEMA_POLL_SECONDS = 2.0
+SCHEMA_LOG_SECONDS = 15.0  # a line while waiting this long, not one per poll
+
+log = logging.getLogger(__name__)
 
 
 class SchemaOutdated(Exception):
@@ -85,3 +92,27 @@ def prepare(engine: Engine) -> None:
         raise SchemaOutdated(
             f"database schema is at {current or 'nothing'}, the code needs {head_revision()}: run `ragmon db upgrade`"
         )
+
+
+def await_schema(engine: Engine, seconds: float, sleep: Callable[[float], None] = time.sleep,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+    """:func:`prepare`, waiting up to ``seconds`` for the database to come up and reach the code's
+    schema (a migration Job may be running it), with a log line every ``SCHEMA_LOG_SECONDS``;
+    then the last :class:`SchemaOutdated` or :class:`Retryable` is raised."""
+    deadline = clock() + seconds
+    logged_at = None
+    while True:
+        try:
+            prepare(engine)
+        except (SchemaOutdated, Retryable) as error:
+            now = clock()
+            if now >= deadline:
+                raise
+            if logged_at is None or now - logged_at >= SCHEMA_LOG_SECONDS:
+                log.warning("waiting for the database: %s (%.0f s left)", error, deadline - now)
+                logged_at = now
+            sleep(min(SCHEMA_POLL_SECONDS, deadline - now))
+            continue
+        if logged_at is not None:
+            log.info("database schema is at %s: starting", head_revision())
+        return

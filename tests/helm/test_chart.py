@@ -13,6 +13,7 @@ import pytest
 import yaml
 
 from ragmon.alerts.render import rule_groups
+from ragmon.exporters.chart_schema import render as render_schema
 from ragmon.exporters.dashboard import render_dashboards
 from ragmon.monitor.config.alerting import AlertsConfig
 from ragmon.monitor.config.settings import Settings
@@ -107,7 +108,8 @@ def test_the_embedded_layout_runs_the_scheduler_in_the_collectors():
     assert ("Deployment", "rag-ragmon-scheduler") not in docs
     env = docs[("Deployment", "rag-ragmon-collector")]["spec"]["template"]["spec"]["containers"][0]["env"]
     assert not any(e["name"] == "RAGMON_SCHEDULER__EMBEDDED" for e in env)
-    assert {kind for kind, _ in docs} == {"ConfigMap", "Deployment", "Service", "NetworkPolicy"}
+    assert {kind for kind, _ in docs} == {"ConfigMap", "Deployment", "Service", "NetworkPolicy", "ServiceAccount",
+                                          "Job"}
 
 
 def test_the_config_map_is_a_valid_ragmon_config():
@@ -182,3 +184,108 @@ def test_a_network_policy_admits_only_the_listed_ingest_peers_and_prometheus():
     assert all(rule["ports"] == [{"port": "http", "protocol": "TCP"}] for rule in (ingest, scrape))
     # without listed peers only Prometheus may connect: ingest stays closed until someone is named
     assert len(by_kind(render())[("NetworkPolicy", "rag-ragmon")]["spec"]["ingress"]) == 1
+
+
+def pods(docs: dict[tuple[str, str], dict]) -> dict[str, dict]:
+    """The pod specs of every workload (Deployments and the migration Job), by workload name."""
+    return {name: doc["spec"]["template"] for (kind, name), doc in docs.items() if kind in ("Deployment", "Job")}
+
+
+def test_the_migration_hook_runs_db_upgrade_before_install_and_upgrade_like_the_pods():
+    docs = by_kind(render(*VALUE_SETS["scaled"]))
+    job = docs[("Job", "rag-ragmon-migrate")]
+    assert job["metadata"]["annotations"]["helm.sh/hook"] == "pre-install,pre-upgrade"
+    assert "hook-succeeded" in job["metadata"]["annotations"]["helm.sh/hook-delete-policy"]
+    pod = job["spec"]["template"]["spec"]
+    [container] = pod["containers"]
+    assert container["command"] == ["ragmon", "db", "upgrade"] and pod["restartPolicy"] == "Never"
+    collector = docs[("Deployment", "rag-ragmon-collector")]["spec"]["template"]["spec"]
+    assert container["image"] == collector["containers"][0]["image"]
+    assert container["securityContext"] == collector["containers"][0]["securityContext"]
+    assert pod["securityContext"] == collector["securityContext"]
+    database = next(e for e in container["env"] if e["name"] == "RAGMON_DATABASE__URL")
+    assert database["valueFrom"]["secretKeyRef"] == {"name": "ragmon-db", "key": "url"}
+    # a hook runs before the release's own objects exist: nothing of the chart's may be referenced
+    assert "RAGMON_HTTP__TOKEN" not in {e["name"] for e in container["env"]} and "serviceAccountName" not in pod
+    assert all("configMap" not in volume for volume in pod["volumes"])
+    in_config = by_kind(render("--set", "secrets.RAGMON_DATABASE__URL=null",
+                               "--set", "config.database.url=postgresql+psycopg://ragmon@db/ragmon"))
+    env = in_config[("Job", "rag-ragmon-migrate")]["spec"]["template"]["spec"]["containers"][0]["env"]
+    assert {"name": "RAGMON_DATABASE__URL", "value": "postgresql+psycopg://ragmon@db/ragmon"} in env
+    own_account = by_kind(render("--set", "serviceAccount.create=false", "--set", "serviceAccount.name=ragmon-db-iam"))
+    for name, template in pods(own_account).items():
+        assert template["spec"]["serviceAccountName"] == "ragmon-db-iam", name
+    assert ("Job", "rag-ragmon-migrate") not in by_kind(render("--set", "migrations.enabled=false"))
+
+
+def test_every_pod_gets_the_usual_knobs_and_no_service_links():
+    docs = by_kind(render(
+        "--set", "podAnnotations.team=rag", "--set-string", "podLabels.cost-center=42",
+        "--set", "serviceAccount.annotations.iam\\.example\\.com/role=ragmon",
+        "--set", "existingSecret=ragmon-env", "--set-json", 'envFrom=[{"configMapRef": {"name": "proxy"}}]',
+        "--set-json", 'extraEnv=[{"name": "POD", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}}]',
+        "--set", "nodeSelector.pool=monitoring",
+        "--set-json", 'tolerations=[{"key": "dedicated", "operator": "Exists"}]',
+        "--set-json", 'topologySpreadConstraints=[{"maxSkew": 1, "topologyKey": "kubernetes.io/hostname", '
+                      '"whenUnsatisfiable": "ScheduleAnyway"}]',
+        "--set", "collector.nodeSelector.pool=ingest", "--set", "priorityClassName=monitoring",
+        "--set-json", 'imagePullSecrets=[{"name": "registry"}]'))
+    account = docs[("ServiceAccount", "rag-ragmon")]
+    assert account["metadata"]["annotations"] == {"iam.example.com/role": "ragmon"}
+    assert account["automountServiceAccountToken"] is False
+    workloads = pods(docs)
+    assert set(workloads) == {"rag-ragmon-collector", "rag-ragmon-scheduler", "rag-ragmon-migrate"}
+    for name, template in workloads.items():
+        spec, [container] = template["spec"], template["spec"]["containers"]
+        assert spec["enableServiceLinks"] is False, name
+        assert template["metadata"]["annotations"]["team"] == "rag"
+        assert template["metadata"]["labels"]["cost-center"] == "42"
+        assert container["envFrom"] == [{"secretRef": {"name": "ragmon-env"}}, {"configMapRef": {"name": "proxy"}}]
+        assert {"name": "POD", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}} in container["env"]
+        assert spec["priorityClassName"] == "monitoring" and spec["imagePullSecrets"] == [{"name": "registry"}]
+        assert spec["tolerations"] == [{"key": "dedicated", "operator": "Exists"}]
+        assert spec["topologySpreadConstraints"][0]["topologyKey"] == "kubernetes.io/hostname"
+        # a component's own placement replaces the chart-wide one
+        assert spec["nodeSelector"] == {"pool": "ingest" if name.endswith("collector") else "monitoring"}, name
+        if not name.endswith("migrate"):
+            assert spec["serviceAccountName"] == "rag-ragmon"
+            assert template["metadata"]["annotations"]["checksum/config"]
+
+
+def test_the_scheduler_keeps_its_batches_on_a_persistent_volume():
+    docs = by_kind(render())
+    claim = docs[("PersistentVolumeClaim", "rag-ragmon-scheduler")]
+    assert claim["metadata"]["annotations"]["helm.sh/resource-policy"] == "keep"
+    assert claim["spec"]["resources"]["requests"]["storage"] == "1Gi"
+    config = yaml.safe_load(docs[("ConfigMap", "rag-ragmon-config")]["data"]["ragmon.yaml"])
+    volumes = {v["name"]: v for v in pods(docs)["rag-ragmon-scheduler"]["spec"]["volumes"]}
+    assert volumes["data"] == {"name": "data", "persistentVolumeClaim": {"claimName": "rag-ragmon-scheduler"}}
+    assert config["scheduler"]["batch_dir"].startswith("/data/")  # on that volume
+    collector_volumes = {v["name"]: v for v in pods(docs)["rag-ragmon-collector"]["spec"]["volumes"]}
+    assert collector_volumes["data"] == {"name": "data", "emptyDir": {}}
+    existing = by_kind(render("--set", "scheduler.persistence.existingClaim=batches"))
+    assert ("PersistentVolumeClaim", "rag-ragmon-scheduler") not in existing
+    assert {"name": "data", "persistentVolumeClaim": {"claimName": "batches"}} in pods(existing)[
+        "rag-ragmon-scheduler"]["spec"]["volumes"]
+    ephemeral = by_kind(render("--set", "scheduler.persistence.enabled=false"))
+    assert not any(kind == "PersistentVolumeClaim" for kind, _ in ephemeral)
+
+
+@pytest.mark.parametrize(("setting", "message"), [
+    ("config.bogus=1", "additional properties 'bogus' not allowed"),
+    ("config.kafka.session_timeout_ms=soon", "/config/kafka/session_timeout_ms"),
+    ("config.sampling.unknwon=3", "additional properties 'unknwon' not allowed"),
+    ("config.http.host=10.0.0.1", "/config/http/host"),  # the chart sets the address itself
+    ("config.database.url=sqlite:///local.db", "every ragmon pod must share one PostgreSQL database"),
+])
+def test_the_config_section_is_checked_at_render_time(setting, message):
+    done = helm("template", "rag", str(CHART), "--kube-version", KUBE, *AUTH, "--set", setting)
+    assert done.returncode != 0 and message in done.stderr, done.stderr
+
+
+def test_the_values_schema_config_part_is_generated_from_the_config_models():
+    path = CHART / "values.schema.json"
+    checked_in = path.read_text(encoding="utf-8")
+    assert render_schema(json.loads(checked_in)) == checked_in, (
+        "helm/ragmon/values.schema.json is stale: "
+        "python -m ragmon.exporters.chart_schema helm/ragmon/values.schema.json")

@@ -104,3 +104,33 @@ def test_the_consumer_group_liveness_settings_reach_kafka_python_and_are_checked
 
 def test_an_empty_environment_value_is_a_string_not_json():
     assert load_settings(environ={"RAGMON_KAFKA__GROUP_ID": ""}).kafka.group_id == ""
+
+
+KUBELET_SERVICES = [  # the Services `helm install ragmon` and `helm install ragmon-prod` create
+    {"metadata": {"name": name},
+     "spec": {"clusterIP": ip, "ports": [{"name": "http", "port": 4318, "protocol": "TCP"}]}}
+    for name, ip in [("ragmon", "10.96.0.10"), ("ragmon-scheduler", "10.96.0.11"), ("ragmon-prod", "10.96.0.12")]
+]
+
+
+def test_the_variables_kubernetes_sets_for_ragmon_services_are_not_settings():
+    from tests.kubelet_env import MASTER, service_links
+    injected = service_links([MASTER, *KUBELET_SERVICES])
+    assert {"RAGMON_SERVICE_HOST", "RAGMON_PORT", "RAGMON_PORT_4318_TCP_ADDR", "RAGMON_SCHEDULER_SERVICE_PORT_HTTP",
+            "RAGMON_PROD_PORT_4318_TCP_PROTO"} <= set(injected)
+    settings = load_settings(environ={**injected, "RAGMON_HTTP__PORT": "9000"})
+    assert settings.http.port == 9000 and settings.http.host == "127.0.0.1"
+
+
+@pytest.mark.parametrize("name", ["RAGMON_BOGUS", "RAGMON_HTTP_PORT", "RAGMON_PORTS", "RAGMON_SERVICE_PORTAL__X"])
+def test_an_unknown_ragmon_variable_still_fails_beside_the_kubernetes_ones(name):
+    from tests.kubelet_env import service_links
+    with pytest.raises(ConfigError, match="unknown key"):
+        load_settings(environ={**service_links(KUBELET_SERVICES), name: "1"})
+
+
+def test_a_variable_shaped_like_a_service_link_without_its_service_is_a_setting_error():
+    # a mistyped RAGMON_HTTP_PORT is not mistaken for a link of a Service `ragmon-http`: the
+    # kubelet would have set RAGMON_HTTP_SERVICE_HOST with it
+    with pytest.raises(ConfigError, match="http_port: unknown key"):
+        load_settings(environ={"RAGMON_HTTP_PORT": "9000"})

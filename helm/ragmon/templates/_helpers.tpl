@@ -46,16 +46,113 @@ app.kubernetes.io/component: {{ .component }}
 {{- else if $setting -}}true{{- end -}}
 {{- end -}}
 
-{{/* The pod spec shared by the collector and the scheduler; pass (dict "root" $ "component" "collector" "args" (list "serve") "env" dict "resources" ... "placement" ...). */}}
-{{- define "ragmon.podSpec" -}}
+{{/* The service account the pods run as. */}}
+{{- define "ragmon.serviceAccountName" -}}
+{{- if .Values.serviceAccount.create -}}
+{{- default (include "ragmon.fullname" .) .Values.serviceAccount.name -}}
+{{- else -}}
+{{- default "default" .Values.serviceAccount.name -}}
+{{- end -}}
+{{- end -}}
+
+{{/* Pod metadata beyond the labels: podLabels and podAnnotations, plus (dict "annotations" ...) of the caller. */}}
+{{- define "ragmon.podMetadata" -}}
 {{- $root := .root -}}
+labels:
+  {{- include "ragmon.labels" (dict "root" $root "component" .component) | nindent 2 }}
+  {{- with $root.Values.podLabels }}
+  {{- toYaml . | nindent 2 }}
+  {{- end }}
+{{- $annotations := merge (deepCopy (default dict .annotations)) (default dict $root.Values.podAnnotations) }}
+{{- with $annotations }}
+annotations:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- end -}}
+
+{{/* The environment every ragmon container gets; pass (dict "root" $ "env" dict "token" true). The
+ingest token is left out of the migration hook: the chart's own token Secret does not exist yet then. */}}
+{{- define "ragmon.env" -}}
+{{- $root := .root -}}
+- name: PYTHONUNBUFFERED  # log lines reach the container log at once
+  value: "1"
+{{- range $name, $value := .env }}
+- name: {{ $name }}
+  value: {{ $value | quote }}
+{{- end }}
+{{- range $name, $value := $root.Values.env }}
+- name: {{ $name }}
+  value: {{ $value | quote }}
+{{- end }}
+{{- if .token }}
+- name: RAGMON_HTTP__TOKEN
+  valueFrom:
+    secretKeyRef:
+      name: {{ include "ragmon.authSecret" $root }}
+      key: {{ $root.Values.auth.secretKey }}
+{{- end }}
+{{- range $name, $ref := $root.Values.secrets }}
+- name: {{ $name }}
+  valueFrom:
+    secretKeyRef:
+      name: {{ $ref.name }}
+      key: {{ $ref.key }}
+{{- end }}
+{{- with $root.Values.extraEnv }}
+{{ toYaml . }}
+{{- end }}
+{{- end -}}
+
+{{/* Where a ragmon container's environment comes from in bulk: existingSecret (every key a RAGMON_ variable) and envFrom. */}}
+{{- define "ragmon.envFrom" -}}
+{{- $root := . -}}
+{{- if or $root.Values.existingSecret $root.Values.envFrom }}
+envFrom:
+  {{- with $root.Values.existingSecret }}
+  - secretRef: {name: {{ . }}}
+  {{- end }}
+  {{- with $root.Values.envFrom }}
+  {{- toYaml . | nindent 2 }}
+  {{- end }}
+{{- end }}
+{{- end -}}
+
+{{/* Pod-level settings every ragmon pod shares: identity, pull secrets, no service links, security context. */}}
+{{- define "ragmon.podBasics" -}}
+{{- $root := . -}}
 {{- with $root.Values.imagePullSecrets }}
 imagePullSecrets:
   {{- toYaml . | nindent 2 }}
 {{- end }}
+serviceAccountName: {{ include "ragmon.serviceAccountName" $root }}
 automountServiceAccountToken: false
+# Kubernetes would set RAGMON_SERVICE_HOST, RAGMON_PORT, ... for a Service named after the release;
+# ragmon needs none of them (its config loader skips them anyway).
+enableServiceLinks: false
+{{- with $root.Values.priorityClassName }}
+priorityClassName: {{ . }}
+{{- end }}
 securityContext:
   {{- toYaml $root.Values.podSecurityContext | nindent 2 }}
+{{- end -}}
+
+{{/* Where a pod may run: the component's own nodeSelector, tolerations, affinity and
+topologySpreadConstraints when set, else the chart-wide ones; pass (dict "root" $ "placement" .Values.collector). */}}
+{{- define "ragmon.placement" -}}
+{{- $root := .root -}}
+{{- range $key := list "nodeSelector" "tolerations" "affinity" "topologySpreadConstraints" }}
+{{- $value := (index $.placement $key) | default (index $root.Values $key) }}
+{{- with $value }}
+{{ $key }}:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- end }}
+{{- end -}}
+
+{{/* The pod spec shared by the collector and the scheduler; pass (dict "root" $ "component" "collector" "args" (list "serve") "env" dict "resources" ... "placement" ... "data" volume). */}}
+{{- define "ragmon.podSpec" -}}
+{{- $root := .root -}}
+{{ include "ragmon.podBasics" $root | trim }}
 containers:
   - name: {{ .component }}
     image: {{ include "ragmon.image" $root }}
@@ -68,28 +165,8 @@ containers:
         containerPort: {{ $root.Values.service.port }}
         protocol: TCP
     env:
-      - name: PYTHONUNBUFFERED  # log lines reach the container log at once
-        value: "1"
-      {{- range $name, $value := .env }}
-      - name: {{ $name }}
-        value: {{ $value | quote }}
-      {{- end }}
-      {{- range $name, $value := $root.Values.env }}
-      - name: {{ $name }}
-        value: {{ $value | quote }}
-      {{- end }}
-      - name: RAGMON_HTTP__TOKEN
-        valueFrom:
-          secretKeyRef:
-            name: {{ include "ragmon.authSecret" $root }}
-            key: {{ $root.Values.auth.secretKey }}
-      {{- range $name, $ref := $root.Values.secrets }}
-      - name: {{ $name }}
-        valueFrom:
-          secretKeyRef:
-            name: {{ $ref.name }}
-            key: {{ $ref.key }}
-      {{- end }}
+      {{- include "ragmon.env" (dict "root" $root "env" .env "token" true) | nindent 6 }}
+    {{- with include "ragmon.envFrom" $root | trim }}{{ . | nindent 4 }}{{ end }}
     livenessProbe:
       httpGet: {path: /healthz, port: http}
       periodSeconds: 10
@@ -99,6 +176,7 @@ containers:
       periodSeconds: 5
       failureThreshold: 3
     startupProbe:
+      # up to 120 s: the time ragmon waits for the database's schema (database.schema_wait_seconds, 90) and more
       httpGet: {path: /healthz, port: http}
       periodSeconds: 2
       failureThreshold: 60
@@ -115,19 +193,8 @@ volumes:
     configMap:
       name: {{ include "ragmon.fullname" $root }}-config
   - name: data
-    emptyDir: {}
+    {{- toYaml .data | nindent 4 }}
   - name: tmp
     emptyDir: {}
-{{- with .placement.nodeSelector }}
-nodeSelector:
-  {{- toYaml . | nindent 2 }}
-{{- end }}
-{{- with .placement.tolerations }}
-tolerations:
-  {{- toYaml . | nindent 2 }}
-{{- end }}
-{{- with .placement.affinity }}
-affinity:
-  {{- toYaml . | nindent 2 }}
-{{- end }}
+{{- with include "ragmon.placement" (dict "root" $root "placement" .placement) | trim }}{{ . | nindent 0 }}{{ end }}
 {{- end -}}
