@@ -61,8 +61,14 @@ def test_a_postgresql_restart_under_the_kafka_consumer_pauses_it_and_loses_nothi
         wait_for(lambda: progress() > 1500, 60, "some progress")
         postgres.halt()
         try:
-            time.sleep(3)  # a batch in flight when the database stopped may still commit
-            paused_at = progress()
+            # a batch in flight when the database stopped may still commit: until the offsets settle
+            paused_at, settled_at = progress(), time.monotonic()
+            halted_at = settled_at
+            while time.monotonic() - settled_at < 2:
+                assert time.monotonic() - halted_at < 30, "offsets kept moving with the database down"
+                time.sleep(0.25)
+                if progress() != paused_at:
+                    paused_at, settled_at = progress(), time.monotonic()
             time.sleep(10)
             assert progress() == paused_at, "offsets advanced while the database was down"
             assert paused_at < len(values), "the consumer finished before the database stopped"
@@ -70,9 +76,10 @@ def test_a_postgresql_restart_under_the_kafka_consumer_pauses_it_and_loses_nothi
         finally:
             postgres.resume()
         back = time.monotonic()
+        down = back - halted_at
         ends = end_offsets(kafka, topic)
         wait_for(lambda: committed(kafka, group, topic) == ends, 120, "the consumer to resume and finish")
-        print(f"\nPostgreSQL down 13 s: offsets held at {paused_at:,} of {len(values):,}; the rest committed "
+        print(f"\nPostgreSQL down {down:.0f} s: offsets held at {paused_at:,} of {len(values):,}; the rest committed "
               f"{time.monotonic() - back:.1f} s after it was back")
         # Refused batches were not counted: each event exactly once, as nothing was redelivered.
         assert scraped(server.url, "ragmon_events_total", source="kafka") == len(values)

@@ -13,7 +13,7 @@ import msgspec
 import pytest
 
 from ragmon.monitor.app.simulate import CORRUPTIONS, Incident, Simulator, corrupt
-from tests.ragmon_process import RagmonServer
+from tests.ragmon_process import RagmonServer, scraped
 
 pytestmark = pytest.mark.integration
 
@@ -184,7 +184,16 @@ def test_every_dashboard_panel_query_returns_data(promql, served, prometheus):
             client.post("/v1/events", content=b"\n".join(lines[i:i + 100]),
                         headers={"content-type": "application/x-ndjson"}).raise_for_status()
             time.sleep(0.1)
-    time.sleep(3)  # a few more scrapes
+    # until Prometheus has scraped the end of the wave (rates then span it)
+    served_total = scraped(url, "ragmon_events_total")
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        seen = prometheus.query("sum(ragmon_events_total)")
+        if seen and float(seen[0]["value"][1]) == served_total:
+            break
+        time.sleep(0.5)
+    else:
+        pytest.fail(f"Prometheus never scraped the second wave's {served_total} events")
     grafana = {"$tenant": ".*", "$index": ".*", "$__rate_interval": "5m"}
     empty = []
     for make in DASHBOARDS:
