@@ -2,9 +2,13 @@
 and runbook. ``ragmon.alerts.render`` turns them into a Prometheus rules file (and the Helm chart's
 PrometheusRule); the direct push uses the same names, severities and summaries.
 
-Expressions aggregate ``by (tenant, index)`` or ``by (index)`` so that several ragmon replicas
-scraped separately count once: gauges every replica exports alike (index health) take ``max``,
-shares each replica holds part of (consumer lag of its partitions) take ``sum``.
+Every expression aggregates ``by (namespace, job, ...)``: each ragmon deployment (a Prometheus
+``job`` in a Kubernetes ``namespace``) alerts on its own, so a busy one cannot hide a silent or leaking
+one, while the replicas of one deployment, scraped separately, count once. Beyond ``namespace`` and
+``job`` an expression keeps what it alerts on (tenant and index, index, topic or probe): gauges every
+replica exports alike (index health, the group's consumer lag) take ``max``, counters each replica
+holds part of take ``sum``. The one exception is the ``absent_over_time`` clause of RagmonNoTraffic,
+which fires when no deployment at all reported a trace and so has no namespace or job to name.
 """
 
 from __future__ import annotations
@@ -15,6 +19,14 @@ from ragmon.monitor.config.alerting import AlertsConfig
 
 CRITICAL, WARNING = "critical", "warning"
 
+# the labels Prometheus gives every target: which deployment a series comes from
+DEPLOYMENT = "namespace, job"
+BY_TENANT = f"{DEPLOYMENT}, tenant, index"
+BY_INDEX = f"{DEPLOYMENT}, index"
+# how far back RagmonNoTraffic looks for a deployment's last trace: a deployment that stopped being
+# scraped, or restarted and saw no trace since, still has its last timestamp in this window
+NO_TRAFFIC_LOOKBACK = "1w"
+
 LEAK_CONTEXT = "RagmonPermissionLeakContext"
 LEAK_CANDIDATES = "RagmonPermissionLeakCandidates"
 INDEX_STALE = "RagmonIndexStale"
@@ -23,6 +35,9 @@ PROBE_LEAK = "RagmonProbeLeak"
 
 @dataclass(frozen=True)
 class AlertRule:
+    """One alert: what ``ragmon rules render`` writes as a Prometheus alerting rule and the direct
+    push sends under the same name, severity and summary."""
+
     name: str
     severity: str
     expr: str
@@ -36,17 +51,17 @@ class AlertRule:
 
 def _no_answer_ratio(offset: str = "") -> str:
     window = f"[1h]{offset}"
-    answers = f'sum by (tenant, index) (rate(ragmon_answers_total{{outcome!="unknown"}}{window}))'
+    answers = f'sum by ({BY_TENANT}) (rate(ragmon_answers_total{{outcome!="unknown"}}{window}))'
     # `or ... * 0`: a tenant and index that never abstained since the last restart has no abstained series
-    no_answer = (f'(sum by (tenant, index) (rate(ragmon_answers_total{{outcome=~"abstained|empty_context"}}{window}))'
+    no_answer = (f'(sum by ({BY_TENANT}) (rate(ragmon_answers_total{{outcome=~"abstained|empty_context"}}{window}))'
                  f" or {answers} * 0)")
     return f"({no_answer} / {answers})"
 
 
 def _low_score_ratio(offset: str = "") -> str:
     window = f"[1h]{offset}"
-    return (f"(sum by (tenant, index) (rate(ragmon_low_score_retrievals_total{window}))"
-            f" / sum by (tenant, index) (rate(ragmon_retrieval_top_score_count{window})))")
+    return (f"(sum by ({BY_TENANT}) (rate(ragmon_low_score_retrievals_total{window}))"
+            f" / sum by ({BY_TENANT}) (rate(ragmon_retrieval_top_score_count{window})))")
 
 
 def _increased(selector: str, by: str, window: str = "10m") -> str:
@@ -59,7 +74,18 @@ def _increased(selector: str, by: str, window: str = "10m") -> str:
 
 
 def _traffic(config: AlertsConfig) -> str:
-    return f"sum by (tenant, index) (rate(ragmon_answers_total[1h])) > {config.min_answers_per_second:g}"
+    return f"sum by ({BY_TENANT}) (rate(ragmon_answers_total[1h])) > {config.min_answers_per_second:g}"
+
+
+def _no_traffic(config: AlertsConfig) -> str:
+    """Seconds since each deployment's last trace, over a lookback rather than the present sample:
+    a deployment that went unscraped, or restarted and has seen no trace since, has no current
+    series, and would otherwise vanish from a ``max by`` while a busy neighbour keeps the total up.
+    ``absent_over_time`` covers the case where no deployment reported a trace at all."""
+    selector = 'ragmon_last_event_timestamp_seconds{type="trace"}'
+    return (f"(time() - max by ({DEPLOYMENT}) (max_over_time({selector}[{NO_TRAFFIC_LOOKBACK}])))"
+            f" > {config.no_traffic_minutes * 60:g}"
+            f" or sum(absent_over_time({selector}[{NO_TRAFFIC_LOOKBACK}]))")
 
 
 def alert_rules(config: AlertsConfig) -> list[AlertRule]:
@@ -69,26 +95,26 @@ def alert_rules(config: AlertsConfig) -> list[AlertRule]:
     where = "{{ $labels.tenant }}/{{ $labels.index }}"
     return [
         AlertRule(LEAK_CONTEXT, CRITICAL,
-                  _increased('ragmon_permission_violations_total{stage="context"}', "tenant, index"),
+                  _increased('ragmon_permission_violations_total{stage="context"}', BY_TENANT),
                   "0m", f"Passages the caller may not read reached the model in {where}",
                   "A passage whose ACL excludes the caller, or of another tenant, was in the final context of an "
                   "answer: the model may have disclosed it."),
         AlertRule(LEAK_CANDIDATES, WARNING,
-                  _increased('ragmon_permission_violations_total{stage="candidates"}', "tenant, index"),
+                  _increased('ragmon_permission_violations_total{stage="candidates"}', BY_TENANT),
                   "0m", f"Retrieval returned passages the caller may not read in {where}",
                   "A retriever returned passages the caller may not read; they were filtered before the model, "
                   "but the index or its permission filter is wrong."),
         AlertRule(INDEX_STALE, WARNING,
-                  f"max by (index) (ragmon_index_max_staleness_seconds) > {warn_s:g}", "5m",
+                  f"max by ({BY_INDEX}) (ragmon_index_max_staleness_seconds) > {warn_s:g}", "5m",
                   "Index {{ $labels.index }} is more than " + f"{config.stale_warning_hours:g} h behind its sources",
                   "A source document changed and the index still serves the older version."),
         AlertRule(INDEX_STALE, CRITICAL,
-                  f"max by (index) (ragmon_index_max_staleness_seconds) > {crit_s:g}", "5m",
+                  f"max by ({BY_INDEX}) (ragmon_index_max_staleness_seconds) > {crit_s:g}", "5m",
                   "Index {{ $labels.index }} is more than " + f"{config.stale_critical_hours:g} h behind its sources",
                   "A source document changed and the index still serves the older version."),
         AlertRule("RagmonStalePassagesServed", WARNING,
-                  f'sum by (tenant, index) (rate(ragmon_stale_passages_served_total{{stage="context"}}[30m]))'
-                  f" / sum by (tenant, index) (rate(ragmon_answers_total[30m])) > {config.stale_served_ratio:g}",
+                  f'sum by ({BY_TENANT}) (rate(ragmon_stale_passages_served_total{{stage="context"}}[30m]))'
+                  f" / sum by ({BY_TENANT}) (rate(ragmon_answers_total[30m])) > {config.stale_served_ratio:g}",
                   "15m", f"Outdated passages are reaching the model in {where}",
                   "Answers are built on document versions the source has replaced."),
         AlertRule("RagmonNoAnswerSpike", WARNING,
@@ -108,32 +134,32 @@ def alert_rules(config: AlertsConfig) -> list[AlertRule]:
                   "15m", f"Far more queries than last week get only weak matches in {where}",
                   "The share of retrievals whose best score is under the low-score threshold surged."),
         AlertRule("RagmonMixedEmbeddingModels", WARNING,
-                  "max by (index) (ragmon_index_embedding_models) > 1", "30m",
+                  f"max by ({BY_INDEX}) (ragmon_index_embedding_models) > 1", "30m",
                   "Index {{ $labels.index }} holds vectors of more than one embedding model",
                   "Scores from different embedding models are not comparable; a re-embedding is unfinished."),
         AlertRule("RagmonNoTraffic", CRITICAL,
-                  f'(time() - max(ragmon_last_event_timestamp_seconds{{type="trace"}}))'
-                  f" > {config.no_traffic_minutes * 60:g}"
-                  ' or sum(absent(ragmon_last_event_timestamp_seconds{type="trace"}))',
+                  _no_traffic(config),
                   "5m", "ragmon has seen no trace for a while: the monitor is blind",
                   "No trace event arrived, or ragmon is not scraped: leaks and staleness go unseen."),
         AlertRule("RagmonRejectedInputRatio", WARNING,
-                  "sum(rate(ragmon_rejected_events_total[10m])) / (sum(rate(ragmon_events_total[10m]))"
-                  f" + sum(rate(ragmon_rejected_events_total[10m]))) > {config.rejected_ratio:g}",
+                  f"sum by ({DEPLOYMENT}) (rate(ragmon_rejected_events_total[10m]))"
+                  f" / (sum by ({DEPLOYMENT}) (rate(ragmon_events_total[10m]))"
+                  f" + sum by ({DEPLOYMENT}) (rate(ragmon_rejected_events_total[10m]))) > {config.rejected_ratio:g}",
                   "10m", "A large share of the input is rejected",
                   "Rejected records are in the dead-letter sink with their reason; a producer likely changed."),
         AlertRule("RagmonConsumerLag", WARNING,
-                  f"max by (topic) (ragmon_consumer_group_lag_messages) > {config.consumer_lag_messages}", "10m",
+                  f"max by ({DEPLOYMENT}, topic) (ragmon_consumer_group_lag_messages)"
+                  f" > {config.consumer_lag_messages}", "10m",
                   "ragmon is behind on topic {{ $labels.topic }}",
                   "The consumer group lags (every partition counts, also those of a replica that died): "
                   "signals and alerts arrive late."),
         AlertRule(PROBE_LEAK, CRITICAL,
-                  _increased("ragmon_probe_leaks_total", "probe", "15m"), "0m",
+                  _increased("ragmon_probe_leaks_total", f"{DEPLOYMENT}, probe", "15m"), "0m",
                   "Canary probe {{ $labels.probe }} retrieved documents its test identity may not read",
                   "A configured test identity got documents it must never see: the permission filter of "
                   "the RAG system leaks."),
         AlertRule("RagmonProbeFailure", WARNING,
-                  _increased("ragmon_probe_failures_total", "probe", "15m"), "0m",
+                  _increased("ragmon_probe_failures_total", f"{DEPLOYMENT}, probe", "15m"), "0m",
                   "Canary permission probe {{ $labels.probe }} failed",
                   "A probe leaked, missed a document it must retrieve, or could not reach the retrieval."),
     ]

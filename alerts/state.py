@@ -68,11 +68,17 @@ class AlertBook:
 
     def __post_init__(self) -> None:
         self._text = {(r.name, r.severity): r for r in alert_rules(self.config)}
+        self._deployment = tuple(self.config.push_labels.items())
+
+    def _labels(self, *own: tuple[str, str]) -> tuple[tuple[str, str], ...]:
+        """An alert's own labels with ``alerts.push_labels`` (namespace, job, ...), sorted: the
+        rules' alerts carry the deployment's labels, and Alertmanager merges only equal label sets."""
+        return tuple(sorted((*own, *self._deployment)))
 
     def leak(self, tenant: str, index: str, passages: int, trace_id: str, doc_ids: list[str], now: float) -> bool:
         """Record ``passages`` leaked into the context of trace ``trace_id``; True when this starts
         a new alert (or restarts a resolved one), which a dispatcher sends at once."""
-        labels = (("index", index), ("severity", CRITICAL), ("tenant", tenant))
+        labels = self._labels(("index", index), ("severity", CRITICAL), ("tenant", tenant))
         with self._lock:
             current = self._get(LEAK_CONTEXT, labels)
             fresh = current is None or current.resolved
@@ -95,7 +101,7 @@ class AlertBook:
         with self._lock:
             for index, (seconds, stale, doc_ids) in indexes.items():
                 for severity, limit in thresholds:
-                    labels = (("index", index), ("severity", severity))
+                    labels = self._labels(("index", index), ("severity", severity))
                     current = self._get(INDEX_STALE, labels)
                     firing = current is not None and not current.resolved
                     if seconds > limit:
@@ -119,8 +125,9 @@ class AlertBook:
     def probe(self, name: str, tenant: str, leaked: list[str], now: float) -> bool:
         """Record a probe run: documents it may not read (``leaked``) fire the probe's leak
         alert; a clean run resolves it. True when something started or resolved. The labels are
-        the rule's (probe, severity), so Alertmanager merges the two; the tenant is evidence."""
-        labels = (("probe", name), ("severity", CRITICAL))
+        the rule's (probe, severity, and the deployment's ``push_labels``), so Alertmanager merges
+        the two; the tenant is evidence."""
+        labels = self._labels(("probe", name), ("severity", CRITICAL))
         with self._lock:
             current = self._get(PROBE_LEAK, labels)
             firing = current is not None and not current.resolved

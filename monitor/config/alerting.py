@@ -3,9 +3,15 @@ staleness alerts are pushed directly."""
 
 from __future__ import annotations
 
-from pydantic import Field, PositiveFloat, PositiveInt, SecretStr, model_validator
+import re
+
+from pydantic import Field, PositiveFloat, PositiveInt, SecretStr, field_validator, model_validator
 
 from ragmon.monitor.config.section import ConfigSection, HttpUrlText
+
+LABEL_NAME = re.compile(r"[a-zA-Z_][a-zA-Z0-9_]*")
+# labels a pushed alert sets itself; Prometheus keeps names starting with __ for itself
+OWN_LABELS = frozenset({"alertname", "severity", "tenant", "index", "probe"})
 
 
 class AlertsConfig(ConfigSection):
@@ -47,6 +53,22 @@ class AlertsConfig(ConfigSection):
     leak_resolve_minutes: PositiveFloat = Field(
         15.0, description="A pushed leak alert resolves after this long without a new leak in its tenant and index.")
     max_active: PositiveInt = Field(1000, description="Pushed alerts tracked at most; more are counted and dropped.")
+    push_labels: dict[str, str] = Field(
+        {}, description="Labels added to every pushed alert, so it matches the rules' alert of this deployment and "
+        "Alertmanager merges the two: `namespace` and `job` as Prometheus labels this deployment's targets (the Helm "
+        "chart sets both), and any external labels your Prometheus adds to its alerts.")
+
+    @field_validator("push_labels")
+    @classmethod
+    def _label_names(cls, labels: dict[str, str]) -> dict[str, str]:
+        for name, value in labels.items():
+            if not LABEL_NAME.fullmatch(name) or name.startswith("__"):
+                raise ValueError(f"{name!r} is not a Prometheus label name")
+            if name in OWN_LABELS:
+                raise ValueError(f"{name!r} is set by each alert itself")
+            if not value:
+                raise ValueError(f"{name!r} has an empty value (Alertmanager drops empty labels)")
+        return labels
 
     @model_validator(mode="after")
     def _critical_after_warning(self) -> AlertsConfig:

@@ -54,6 +54,8 @@ def test_leaks_and_staleness_reach_the_receivers_by_both_paths(tmp_path):
             RagmonServer(tmp_path, RAGMON_ALERTS__ALERTMANAGER_URL=direct_manager.url,
                          RAGMON_ALERTS__WEBHOOK_URL=f"{receiver.url}/direct",
                          RAGMON_SCHEDULER__STALENESS_INTERVAL_SECONDS="1",  # the embedded scheduler's scan
+                         # the job Prometheus scrapes it as (tests/services/harness.py); no namespace here
+                         RAGMON_ALERTS__PUSH_LABELS=json.dumps({"job": "ragmon"}),
                          **{f"RAGMON_ALERTS__{k}": v for k, v in ALERT_SETTINGS.items()}) as ragmon, \
             Prometheus() as prometheus:
         rules = tmp_path / "rules.yml"
@@ -81,7 +83,11 @@ def test_leaks_and_staleness_reach_the_receivers_by_both_paths(tmp_path):
 
         # the rule path: Prometheus scrapes the counter, evaluates the rendered rule, alerts its Alertmanager
         _, routed = receiver.wait_for("/am-rules", leak, timeout=90)
-        assert "trace_ids" not in routed["alerts"][0]["annotations"]  # from the rule, not from the push
+        [ruled] = [a for a in routed["alerts"] if a["labels"]["alertname"] == "RagmonPermissionLeakContext"]
+        assert "trace_ids" not in ruled["annotations"]  # from the rule, not from the push
+        # the rule keeps the deployment's labels, the push adds them: one label set, one alert in Alertmanager
+        assert ruled["labels"] == alert["labels"]
+        assert alert["labels"]["job"] == "ragmon"
 
         # a stale index: the source changes, the index does not follow; then it catches up
         changed = time.time()

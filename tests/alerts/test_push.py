@@ -254,3 +254,38 @@ def test_payloads_hold_counts_ids_and_links_and_nothing_else(config):
         assert set(body["annotations"]) == expected | ({"dashboard_url"} if config else set())
         assert "MARKER" not in json.dumps(body)
         assert body["annotations"]["doc_ids"] == "doc-secret"  # what reached the model, not what was filtered
+
+
+def test_pushed_alerts_carry_the_deployment_labels_of_the_rules_alerts():
+    """With alerts.push_labels naming the deployment, a pushed alert has exactly the label names of
+    the alert its rule raises (the rule's grouping and severity), so Alertmanager merges the two."""
+    from ragmon.alerts.rules import alert_rules
+    from tests.alerts.test_rules import AGGREGATION
+
+    clock, hook = Clock(), Receiver()
+    d = dispatcher(clock, webhook(hook), push_labels={"namespace": "prod", "job": "ragmon"})
+    d.book.leak("acme", "hr", 1, "trace-1", ["doc-1"], clock.now)
+    d.scan_staleness({"hr": (80 * 3600.0, 1, ["doc-2"])}, clock.now)
+    d.book.probe("hr-payroll", "acme", ["payroll-2026"], clock.now)
+    d.run_once()
+    pushed = {(a["labels"]["alertname"], a["labels"]["severity"]): a["labels"] for a in hook.bodies[-1]["alerts"]}
+    assert pushed[("RagmonPermissionLeakContext", "critical")] == {
+        "alertname": "RagmonPermissionLeakContext", "severity": "critical", "tenant": "acme", "index": "hr",
+        "namespace": "prod", "job": "ragmon"}
+    assert len(pushed) == 4  # leak, staleness warning and critical, probe leak
+    for rule in alert_rules(AlertsConfig()):
+        if (rule.name, rule.severity) in pushed:
+            grouping = {label.strip() for match in AGGREGATION.finditer(rule.expr)
+                        for label in (match.group(2) or "").split(",") if label.strip()}
+            assert pushed[(rule.name, rule.severity)].keys() == grouping | {"alertname", "severity"}
+    # the same leak again is the same alert: the deployment labels are part of its identity
+    assert not d.book.leak("acme", "hr", 1, "trace-2", ["doc-1"], clock.now + 1)
+
+
+@pytest.mark.parametrize("labels", [{"alertname": "x"}, {"tenant": "x"}, {"__name__": "x"}, {"bad-name": "x"},
+                                    {"job": ""}])
+def test_push_labels_refuse_what_an_alert_sets_itself_and_invalid_names(labels):
+    from pydantic import ValidationError
+
+    with pytest.raises(ValidationError, match="push_labels"):
+        AlertsConfig(push_labels=labels)

@@ -1,5 +1,6 @@
 """The rendered alert rules: valid for promtool, and each alert fires when it should and stays
-quiet when it should not (``promtool test rules`` on the cases in rule_cases.yml)."""
+quiet when it should not (``promtool test rules`` on the cases in rule_cases.yml), per deployment
+(namespace and job)."""
 
 from __future__ import annotations
 
@@ -17,6 +18,9 @@ from ragmon.monitor.app.cli import main
 from ragmon.monitor.config.alerting import AlertsConfig
 
 CASES = Path(__file__).parent / "rule_cases.yml"
+DEPLOYMENT = {"namespace", "job"}
+# an aggregation operator and its grouping, if any: `sum by (a, b) (`, `max(`
+AGGREGATION = re.compile(r"\b(sum|max|min|avg|count|group|topk|bottomk|quantile)\s*(?:by\s*\(([^)]*)\))?\s*\(")
 pytestmark = pytest.mark.integration  # promtool, from the Prometheus package
 
 
@@ -81,3 +85,35 @@ def test_thresholds_come_from_the_config_and_the_cli_renders_them(tmp_path):
     assert promtool("check", "rules", str(out)).returncode == 0
     printed = CliRunner().invoke(main, ["rules", "render"])
     assert printed.exit_code == 0 and printed.output == render_rules(AlertsConfig())
+
+
+def test_every_aggregation_keeps_the_deployment():
+    """Each deployment alerts on its own: every aggregation groups by namespace and job, save the
+    one clause that fires when no deployment at all reported a trace."""
+    for rule in alert_rules(AlertsConfig()):
+        for match in AGGREGATION.finditer(rule.expr):
+            operator, grouping = match.groups()
+            if grouping is None:
+                assert rule.expr[match.end():].startswith("absent_over_time("), (rule.name, rule.expr)
+                continue
+            kept = {label.strip() for label in grouping.split(",")}
+            assert kept >= DEPLOYMENT, (rule.name, match.group(0))
+
+
+def _deployment(labels: dict[str, str]) -> tuple[str, str] | None:
+    return (labels["namespace"], labels["job"]) if labels.keys() >= DEPLOYMENT else None
+
+
+def test_every_alert_has_a_case_where_one_deployment_fires_and_another_does_not():
+    """The cases must show that a busy deployment does not hide a silent or leaking one: for every
+    alert, a check where the input holds two deployments and the alert names only one of them."""
+    series_labels = re.compile(r'(\w+)="([^"]*)"')
+    shown = set()
+    for suite in yaml.safe_load(CASES.read_text())["suites"]:
+        for group in suite["tests"]:
+            present = {_deployment(dict(series_labels.findall(s["series"]))) for s in group["input_series"]} - {None}
+            for check in group["alert_rule_test"]:
+                fired = {_deployment(a["exp_labels"]) for a in check["exp_alerts"]}
+                if len(present) >= 2 and fired and None not in fired and fired < present:
+                    shown.add(check["alertname"])
+    assert shown == {r.name for r in alert_rules(AlertsConfig())}

@@ -118,6 +118,16 @@ def test_the_config_map_is_a_valid_ragmon_config():
     settings = Settings.model_validate(config)
     assert settings.http.host == "0.0.0.0" and settings.http.port == 4318
     assert settings.kafka.bootstrap_servers == ["kafka:9092"]
+    # pushed alerts name the deployment as the ServiceMonitor's targets do: release namespace and name
+    assert settings.alerts.push_labels == {"namespace": "monitoring", "job": "rag"}
+
+
+def test_push_labels_can_be_added_to_and_overridden():
+    docs = by_kind(render("--set", "config.alerts.push_labels.prometheus=monitoring/k8s",
+                          "--set", "config.alerts.push_labels.job=ragmon-eu"))
+    config = yaml.safe_load(docs[("ConfigMap", "rag-ragmon-config")]["data"]["ragmon.yaml"])
+    assert Settings.model_validate(config).alerts.push_labels == {
+        "namespace": "monitoring", "job": "ragmon-eu", "prometheus": "monitoring/k8s"}
 
 
 def test_monitoring_objects_follow_the_crds_and_carry_the_generated_content():
@@ -131,6 +141,10 @@ def test_monitoring_objects_follow_the_crds_and_carry_the_generated_content():
     selected = monitor["spec"]["selector"]["matchLabels"]
     services = [d for (kind, _), d in docs.items() if kind == "Service"]
     assert len(services) == 2 and all(selected.items() <= s["metadata"]["labels"].items() for s in services)
+    # one job for the collector and the scheduler, named as the pushed alerts name it
+    jobs = {s["metadata"]["labels"][monitor["spec"]["jobLabel"]] for s in services}
+    config = yaml.safe_load(docs[("ConfigMap", "rag-ragmon-config")]["data"]["ragmon.yaml"])
+    assert jobs == {config["alerts"]["push_labels"]["job"]} == {"rag"}
     dashboards = docs[("ConfigMap", "rag-ragmon-dashboards")]
     assert dashboards["metadata"]["labels"]["grafana_dashboard"] == "1"
     assert dashboards["data"] == render_dashboards()
