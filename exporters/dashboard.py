@@ -1,88 +1,38 @@
-"""Grafana dashboards built from code (``ragmon dashboard render``), committed under the Helm chart
-and shipped as a ConfigMap for Grafana's sidecar.
+"""The Grafana dashboards of ragmon (``ragmon dashboard render``), committed under the Helm chart
+and shipped as a ConfigMap for Grafana's sidecar: four dashboards of time series, stats and tables
+(built by ``ragmon.exporters.grafana`` with Grafana's typed builders).
 
-A small builder rather than a dependency: four dashboards of time series, stats and tables, each
-with a Prometheus datasource variable (sidecar provisioning does not resolve ``${DS_...}`` import
-inputs, so panels point at ``${datasource}``) and tenant and index variables. Every query sums
-over pods, so scaled deployments read the same as one process.
+Every query is filtered by the ``namespace`` and ``job`` variables (which ragmon deployment) and,
+where the metric has them, by ``tenant`` and ``index``; it sums or takes the maximum over pods, so
+a scaled deployment reads the same as one process. Stat panels colour their value; the thresholds
+follow the alert rules' defaults where an alert watches the same thing (docs/metrics.md lists them).
 """
 
 from __future__ import annotations
 
-import json
-from dataclasses import dataclass, field
 from typing import Any
 
-DATASOURCE = {"type": "prometheus", "uid": "${datasource}"}
-TI = 'tenant=~"$tenant", index=~"$index"'
+from ragmon.exporters.grafana import ANY, DEPLOYMENT, Dashboard, Panel, Thresholds
+from ragmon.exporters.grafana import TENANT_INDEX as TI
+from ragmon.exporters.grafana import render as render_json
+from ragmon.monitor.config.alerting import AlertsConfig
+
 RATE = "$__rate_interval"
+D = DEPLOYMENT
+INDEX = f'{DEPLOYMENT}, index=~"$index"'
+_ALERTS = AlertsConfig()  # the defaults the chart's rules use
 
-
-@dataclass
-class Panel:
-    title: str
-    exprs: list[tuple[str, str]]  # (PromQL, legend)
-    kind: str = "timeseries"  # timeseries | stat | table
-    unit: str = "short"
-    description: str = ""
-    width: int = 12
-    height: int = 8
-
-
-@dataclass
-class Dashboard:
-    uid: str
-    title: str
-    description: str
-    panels: list[Panel] = field(default_factory=list)
-    by_tenant: bool = True  # tenant and index variables
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "uid": self.uid, "title": self.title, "description": self.description, "tags": ["ragmon"],
-            "editable": True, "schemaVersion": 39, "version": 1, "refresh": "1m",
-            "time": {"from": "now-6h", "to": "now"}, "timezone": "browser",
-            "templating": {"list": _variables(self.by_tenant)},
-            "panels": _laid_out(self.panels),
-        }
-
-
-def _variables(by_tenant: bool) -> list[dict[str, Any]]:
-    variables: list[dict[str, Any]] = [{
-        "name": "datasource", "label": "Prometheus", "type": "datasource", "query": "prometheus",
-        "current": {}, "hide": 0, "refresh": 1, "options": [],
-    }]
-    if by_tenant:
-        for name, source in (("tenant", "label_values(ragmon_answers_total, tenant)"),
-                             ("index", 'label_values(ragmon_answers_total{tenant=~"$tenant"}, index)')):
-            variables.append({
-                "name": name, "label": name, "type": "query", "datasource": DATASOURCE,
-                "query": {"query": source, "refId": name}, "definition": source, "refresh": 2,
-                "includeAll": True, "multi": True, "allValue": ".*", "current": {"text": "All", "value": "$__all"},
-                "sort": 1, "hide": 0, "options": [],
-            })
-    return variables
-
-
-def _laid_out(panels: list[Panel]) -> list[dict[str, Any]]:
-    out, x, y, row_height = [], 0, 0, 0
-    for number, panel in enumerate(panels, start=1):
-        if x + panel.width > 24:
-            x, y, row_height = 0, y + row_height, 0
-        out.append({
-            "id": number, "type": panel.kind, "title": panel.title, "description": panel.description,
-            "datasource": DATASOURCE, "gridPos": {"x": x, "y": y, "w": panel.width, "h": panel.height},
-            "fieldConfig": {"defaults": {"unit": panel.unit}, "overrides": []},
-            "options": {"legend": {"displayMode": "list", "placement": "bottom"}} if panel.kind == "timeseries" else {},
-            "targets": [{"refId": chr(ord("A") + i), "expr": expr, "legendFormat": legend,
-                         "datasource": DATASOURCE, **({"instant": True, "format": "table"}
-                                                      if panel.kind == "table" else {})}
-                        for i, (expr, legend) in enumerate(panel.exprs)],
-        })
-        x += panel.width
-        row_height = max(row_height, panel.height)
-    return out
-
+ANSWERING = Thresholds("Red when no answer at all reached ragmon over the rate window.", "red", ((ANY, "green"),))
+NO_ANSWER = Thresholds(
+    f"Orange from {_ALERTS.no_answer_min_ratio:.0%} (alerts.no_answer_min_ratio, under which the no-answer spike "
+    "alert stays quiet), red from a quarter of the answers.",
+    "green", ((_ALERTS.no_answer_min_ratio, "orange"), (0.25, "red")))
+LEAKS = Thresholds("Red at any passage the caller may not read reaching the model (RagmonPermissionLeakContext).",
+                   "green", ((ANY, "red"),))
+STALENESS = Thresholds(
+    f"Orange from {_ALERTS.stale_warning_hours:g} h, red from {_ALERTS.stale_critical_hours:g} h: the index "
+    "staleness alert's warning and critical thresholds.",
+    "green", ((_ALERTS.stale_warning_hours * 3600, "orange"), (_ALERTS.stale_critical_hours * 3600, "red")))
 
 def _no_answer_ratio() -> str:
     answers = f'sum by (tenant, index) (rate(ragmon_answers_total{{{TI}, outcome!="unknown"}}[{RATE}]))'
@@ -94,29 +44,32 @@ def overview() -> Dashboard:
     return Dashboard("ragmon-overview", "ragmon / overview",
                      "Is the RAG system answering, from fresh and permitted passages, and is the monitor seeing it?",
                      by_tenant=False, panels=[
-        Panel("Answers per second", [("sum(rate(ragmon_answers_total[$__rate_interval]))", "answers")], "stat",
-              "reqps", width=6, height=5),
-        Panel("No-answer share", [(f'sum(rate(ragmon_answers_total{{outcome=~"abstained|empty_context"}}[{RATE}]))'
-                                   f' / sum(rate(ragmon_answers_total{{outcome!="unknown"}}[{RATE}]))', "no answer")],
-              "stat", "percentunit", width=6, height=5),
-        Panel("Leaks into context (24 h)", [('sum(increase(ragmon_permission_violations_total{stage="context"}[24h]))'
-                                             " or vector(0)", "leaks")], "stat", width=6, height=5),
-        Panel("Stalest index", [("max(ragmon_index_max_staleness_seconds)", "staleness")], "stat", "s",
-              width=6, height=5),
+        Panel("Answers per second", [(f"sum(rate(ragmon_answers_total{{{D}}}[{RATE}]))", "answers")], "stat",
+              "reqps", width=6, height=5, thresholds=ANSWERING),
+        Panel("No-answer share", [
+            (f'sum(rate(ragmon_answers_total{{{D}, outcome=~"abstained|empty_context"}}[{RATE}]))'
+             f' / sum(rate(ragmon_answers_total{{{D}, outcome!="unknown"}}[{RATE}]))', "no answer")],
+              "stat", "percentunit", width=6, height=5, thresholds=NO_ANSWER),
+        Panel("Leaks into context (24 h)", [
+            (f'sum(increase(ragmon_permission_violations_total{{{D}, stage="context"}}[24h])) or vector(0)', "leaks")],
+              "stat", width=6, height=5, thresholds=LEAKS),
+        Panel("Stalest index", [(f"max(ragmon_index_max_staleness_seconds{{{D}}})", "staleness")], "stat", "s",
+              width=6, height=5, thresholds=STALENESS),
         Panel("Events accepted and rejected", [
-            ("sum by (type) (rate(ragmon_events_total[$__rate_interval]))", "{{type}}"),
-            ("sum by (reason) (rate(ragmon_rejected_events_total[$__rate_interval]))", "rejected: {{reason}}")],
+            (f"sum by (type) (rate(ragmon_events_total{{{D}}}[{RATE}]))", "{{type}}"),
+            (f"sum by (reason) (rate(ragmon_rejected_events_total{{{D}}}[{RATE}]))", "rejected: {{reason}}")],
             unit="reqps"),
-        Panel("Answers by outcome", [("sum by (outcome) (rate(ragmon_answers_total[$__rate_interval]))",
+        Panel("Answers by outcome", [(f"sum by (outcome) (rate(ragmon_answers_total{{{D}}}[{RATE}]))",
                                       "{{outcome}}")], unit="reqps"),
-        Panel("Seconds since the last trace", [('time() - max(ragmon_last_event_timestamp_seconds{type="trace"})',
-                                                "since last trace")], unit="s", width=8),
+        Panel("Seconds since the last trace", [
+            (f'time() - max(ragmon_last_event_timestamp_seconds{{{D}, type="trace"}})', "since last trace")],
+              unit="s", width=8),
         Panel("Kafka consumer lag (whole group)",
-              [("max by (topic) (ragmon_consumer_group_lag_messages) or vector(0)", "{{topic}}")],
+              [(f"max by (topic) (ragmon_consumer_group_lag_messages{{{D}}}) or vector(0)", "{{topic}}")],
               width=8),
         Panel("Sink errors and failed alert deliveries", [
-            ("sum(rate(ragmon_sink_errors_total[$__rate_interval])) or vector(0)", "sink errors"),
-            ('sum(rate(ragmon_alert_notifications_total{outcome="failed"}[$__rate_interval])) or vector(0)',
+            (f"sum(rate(ragmon_sink_errors_total{{{D}}}[{RATE}])) or vector(0)", "sink errors"),
+            (f'sum(rate(ragmon_alert_notifications_total{{{D}, outcome="failed"}}[{RATE}])) or vector(0)',
              "failed alert deliveries")], width=8),
     ])
 
@@ -170,41 +123,42 @@ def permissions_and_freshness() -> Dashboard:
             (f"sum by (tenant, index) (rate(ragmon_unknown_acl_passages_total{{{TI}}}[{RATE}]))",
              "{{tenant}}/{{index}} passages"),
             # no series until the first trace without a caller: 0 rather than no data
-            ('sum by (tenant) (rate(ragmon_traces_without_caller_total{tenant=~"$tenant"}'
+            (f'sum by (tenant) (rate(ragmon_traces_without_caller_total{{{D}, tenant=~"$tenant"}}'
              f"[{RATE}])) or vector(0)", "{{tenant}} traces without caller")], unit="reqps"),
         Panel("Stale passages served", [
             (f"sum by (tenant, index, stage) (rate(ragmon_stale_passages_served_total{{{TI}}}[{RATE}]))",
              "{{tenant}}/{{index}} {{stage}}")], unit="reqps"),
-        Panel("Index staleness", [('max by (index) (ragmon_index_max_staleness_seconds{index=~"$index"})',
-                                   "{{index}}")], unit="s"),
-        Panel("Stale documents per index", [('max by (index) (ragmon_index_stale_documents{index=~"$index"})',
+        Panel("Index staleness", [(f"max by (index) (ragmon_index_max_staleness_seconds{{{INDEX}}})", "{{index}}")],
+              unit="s"),
+        Panel("Stale documents per index", [(f"max by (index) (ragmon_index_stale_documents{{{INDEX}}})",
                                              "{{index}}")]),
         Panel("Indexing lag, p90", [
-            ('histogram_quantile(0.9, sum by (le, index) (rate(ragmon_index_lag_seconds_bucket{index=~"$index"}'
+            (f"histogram_quantile(0.9, sum by (le, index) (rate(ragmon_index_lag_seconds_bucket{{{INDEX}}}"
              f"[{RATE}])))", "{{index}}")], unit="s"),
-        Panel("Embedding models per index", [('max by (index) (ragmon_index_embedding_models{index=~"$index"})',
+        Panel("Embedding models per index", [(f"max by (index) (ragmon_index_embedding_models{{{INDEX}}})",
                                               "{{index}}")]),
         Panel("Canary probe failures and leaks", [
-            ("sum by (probe) (increase(ragmon_probe_failures_total[1h])) or vector(0)", "failures {{probe}}"),
-            ("sum by (probe) (increase(ragmon_probe_leaks_total[1h])) or vector(0)", "leaks {{probe}}")]),
+            (f"sum by (probe) (increase(ragmon_probe_failures_total{{{D}}}[1h])) or vector(0)", "failures {{probe}}"),
+            (f"sum by (probe) (increase(ragmon_probe_leaks_total{{{D}}}[1h])) or vector(0)", "leaks {{probe}}")]),
     ])
 
 
 def labeling_queue() -> Dashboard:
     return Dashboard("ragmon-labeling", "ragmon / labeling queue",
                      "What goes into the weekly labeling batch, and what the scheduler did.", panels=[
-        Panel("Samples in the store by status", [("max by (status) (ragmon_sample_queue)", "{{status}}")]),
+        Panel("Samples in the store by status", [(f"max by (status) (ragmon_sample_queue{{{D}}})", "{{status}}")]),
         Panel("Sampled per stratum", [
-            (f'sum by (stratum) (increase(ragmon_samples_total{{tenant=~"$tenant"}}[{RATE}]))', "{{stratum}}")]),
+            (f'sum by (stratum) (increase(ragmon_samples_total{{{D}, tenant=~"$tenant"}}[{RATE}]))', "{{stratum}}")]),
         Panel("Dropped samples by reason", [
-            (f"sum by (reason) (increase(ragmon_samples_dropped_total[{RATE}])) or vector(0)", "{{reason}}")]),
+            (f"sum by (reason) (increase(ragmon_samples_dropped_total{{{D}}}[{RATE}])) or vector(0)", "{{reason}}")]),
         Panel("Scheduled jobs: hours since last success", [
-            ("(time() - max by (job) (ragmon_job_last_success_timestamp_seconds)) / 3600", "{{job}}")], "table",
-              "h"),
-        Panel("Scheduled job runs", [("sum by (job, outcome) (increase(ragmon_job_runs_total[1h]))",
-                                      "{{job}} {{outcome}}")]),
-        Panel("Retention deletions", [("sum by (kind) (increase(ragmon_retention_deleted_total[1d])) or vector(0)",
-                                       "{{kind}}")]),
+            (f"(time() - max by (scheduled_job) (ragmon_job_last_success_timestamp_seconds{{{D}}})) / 3600",
+             "{{scheduled_job}}")], "table", "h"),
+        Panel("Scheduled job runs", [
+            (f"sum by (scheduled_job, outcome) (increase(ragmon_job_runs_total{{{D}}}[1h]))",
+             "{{scheduled_job}} {{outcome}}")]),
+        Panel("Retention deletions", [
+            (f"sum by (kind) (increase(ragmon_retention_deleted_total{{{D}}}[1d])) or vector(0)", "{{kind}}")]),
     ], by_tenant=True)
 
 
@@ -213,8 +167,33 @@ DASHBOARDS = (overview, retrieval_quality, permissions_and_freshness, labeling_q
 
 def render_dashboards() -> dict[str, str]:
     """File name -> JSON text of every dashboard (stable bytes)."""
-    return {f"{d.uid}.json": json.dumps(d.to_json(), indent=2, sort_keys=True) + "\n"
-            for d in (make() for make in DASHBOARDS)}
+    return {f"{d.uid}.json": render_json(d) for d in (make() for make in DASHBOARDS)}
+
+
+def reference_markdown() -> list[str]:
+    """The dashboards section of docs/metrics.md: each dashboard's variables and every stat's
+    colours, from the definitions above."""
+    lines = ["## Dashboards", "",
+             "`ragmon dashboard render` writes them (the Helm chart ships them under `dashboards/`). Variables:",
+             "`datasource` (a Prometheus), `namespace` and `job` (the ragmon deployment, as Prometheus labels",
+             "its targets; listed from `ragmon_build_info`), and on the dashboards that read per tenant `tenant`",
+             "and `index`. Each narrows the next, takes several values, and defaults to All (`.*`, which also",
+             "matches series without the label, e.g. no `namespace` outside Kubernetes). Every query is",
+             "filtered by them; several deployments selected are summed.", "",
+             "| dashboard | uid | variables |", "|---|---|---|"]
+    stats = []
+    for make in DASHBOARDS:
+        dashboard = make()
+        names = [v["name"] for v in dashboard.to_json()["templating"]["list"]]
+        lines.append(f"| {dashboard.title} | `{dashboard.uid}` | {', '.join(f'`{n}`' for n in names)} |")
+        stats += [(dashboard, panel) for panel in dashboard.panels if panel.thresholds is not None]
+    lines += ["", "Stat panels colour their value (a step applies from its value up):", "",
+              "| dashboard | stat | unit | colours | why |", "|---|---|---|---|---|"]
+    for dashboard, panel in stats:
+        t = panel.thresholds
+        colours = ", ".join([t.base, *(f"{c} {'above 0' if v == ANY else f'from {v:g}'}" for v, c in t.steps)])
+        lines.append(f"| {dashboard.title} | {panel.title} | `{panel.unit}` | {colours} | {t.meaning} |")
+    return lines
 
 
 def panel_queries(dashboard: dict[str, Any]) -> list[tuple[str, str]]:

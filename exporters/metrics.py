@@ -86,8 +86,10 @@ METRICS: tuple[MetricSpec, ...] = (
                "Canary permission probe failures: a leak, a miss, or an error reaching the retrieval."),
     MetricSpec("ragmon_probe_leaks_total", "counter", ("probe",),
                "Canary probe runs that retrieved a document their test identity must not see."),
-    MetricSpec("ragmon_job_runs_total", "counter", ("job", "outcome"), "Scheduled job runs, by outcome (ok, failed)."),
-    MetricSpec("ragmon_job_last_success_timestamp_seconds", "gauge", ("job",),
+    # not `job`: Prometheus gives every target a `job` label and would rename this one exported_job
+    MetricSpec("ragmon_job_runs_total", "counter", ("scheduled_job", "outcome"),
+               "Scheduled job runs, by outcome (ok, failed)."),
+    MetricSpec("ragmon_job_last_success_timestamp_seconds", "gauge", ("scheduled_job",),
                "When each scheduled job last finished without error."),
     MetricSpec("ragmon_retention_deleted_total", "counter", ("kind",),
                "Records deleted by retention: unlabeled samples, dead letters."),
@@ -156,6 +158,9 @@ def reference_markdown() -> str:
         if spec.buckets:
             buckets = ", ".join(f"{b:g}" for b in spec.buckets)
             lines.append(f"- `{spec.name}`: {buckets}")
+    from ragmon.exporters.dashboard import reference_markdown as dashboards  # the server extra's SDK
+
+    lines += ["", *dashboards()]
     return "\n".join(lines) + "\n"
 
 

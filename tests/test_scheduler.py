@@ -44,7 +44,7 @@ def test_only_one_scheduler_runs_jobs_and_the_other_takes_over(postgres, tmp_pat
         servers = (first, second)
         wait_until(lambda: sum(metric(s.url, "ragmon_scheduler_leader") for s in servers) == 1, 30, "one leader")
         leader, standby = sorted(servers, key=lambda s: -metric(s.url, "ragmon_scheduler_leader"))
-        runs = lambda s: metric(s.url, "ragmon_job_runs_total", job="staleness-scan")  # noqa: E731
+        runs = lambda s: metric(s.url, "ragmon_job_runs_total", scheduled_job="staleness-scan")  # noqa: E731
         wait_until(lambda: runs(leader) >= 3, 30, "jobs running on the leader")
         time.sleep(2)
         assert runs(standby) == 0 and metric(standby.url, "ragmon_scheduler_leader") == 0
@@ -183,5 +183,5 @@ def test_the_embedded_scheduler_probes_alerts_and_counts_the_leak(tmp_path, retr
         wait_until(lambda: metric(ragmon.url, "ragmon_probe_leaks_total", probe="mallory-no-globex") >= 1, 10,
                    "the leak counted")
         assert metric(ragmon.url, "ragmon_probe_failures_total", probe="alice-sees-handbook") == 0
-        assert metric(ragmon.url, "ragmon_job_last_success_timestamp_seconds", job="canary-probes") > 0
+        assert metric(ragmon.url, "ragmon_job_last_success_timestamp_seconds", scheduled_job="canary-probes") > 0
         assert metric(ragmon.url, "ragmon_scheduler_leader") == 1

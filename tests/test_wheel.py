@@ -114,3 +114,8 @@ def test_the_server_install_runs_the_demo(wheel: Path, tmp_path: Path):
     assert findings["traces"] >= 3000, demo.stdout
     # its store was migrated by the scripts shipped in the wheel, and its weekly export was written
     assert list((tmp_path / "ragmon-data" / "demo-batches").glob("*/cases.jsonl")), demo.stdout
+    # the dashboards' builder comes with the server install, and builds what the chart ships
+    run(bin_dir / "ragmon", "dashboard", "render", "--out", tmp_path / "dashboards", cwd=tmp_path)
+    shipped = ROOT / "helm" / "ragmon" / "dashboards"
+    assert {p.name: p.read_text() for p in (tmp_path / "dashboards").glob("*.json")} == {
+        p.name: p.read_text() for p in shipped.glob("*.json")}

@@ -500,8 +500,9 @@ def dashboard() -> None:
 @click.option("--out", "out_dir", type=click.Path(file_okay=False, path_type=Path),
               default=Path("helm/ragmon/dashboards"), show_default=True, help="Directory for the JSON files.")
 def dashboard_render(out_dir: Path) -> None:
-    """Write every ragmon dashboard as Grafana JSON (a Prometheus datasource variable, tenant and
-    index variables); the Helm chart ships them as a ConfigMap for Grafana's sidecar."""
+    """Write every ragmon dashboard as Grafana JSON (a Prometheus datasource variable, namespace and
+    job variables, tenant and index variables); the Helm chart ships them as a ConfigMap for Grafana's
+    sidecar."""
     from ragmon.exporters.dashboard import render_dashboards
 
     out_dir.mkdir(parents=True, exist_ok=True)

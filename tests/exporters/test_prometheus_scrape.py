@@ -194,14 +194,26 @@ def test_every_dashboard_panel_query_returns_data(promql, served, prometheus):
         time.sleep(0.5)
     else:
         pytest.fail(f"Prometheus never scraped the second wave's {served_total} events")
-    grafana = {"$tenant": ".*", "$index": ".*", "$__rate_interval": "5m"}
-    empty = []
+    # as Grafana fills the variables in: "All" is .*, and the job Prometheus scrapes ragmon as
+    # (tests/services/harness.py); this Prometheus gives its targets no namespace, which .* matches
+    grafana = {"$namespace": ".*", "$job": "ragmon", "$tenant": ".*", "$index": ".*", "$__rate_interval": "5m"}
+    # another deployment picked: every panel must drop this one's data (only `or vector(0)` zeros stay)
+    elsewhere = {**grafana, "$job": "ragmon-elsewhere"}
+    empty, leaked = [], []
     for make in DASHBOARDS:
         dashboard = make().to_json()
         for title, expr in panel_queries(dashboard):
-            for variable, value in grafana.items():
-                expr = expr.replace(variable, value)
-            values = [float(s["value"][1]) for s in prometheus.query(expr)]
+            values = [float(s["value"][1]) for s in prometheus.query(fill(expr, grafana))]
             if not any(not math.isnan(v) for v in values):
-                empty.append(f"{dashboard['title']} / {title}: {expr}")
+                empty.append(f"{dashboard['title']} / {title}: {fill(expr, grafana)}")
+            others = [float(s["value"][1]) for s in prometheus.query(fill(expr, elsewhere))]
+            if any(v != 0 and not math.isnan(v) for v in others):
+                leaked.append(f"{dashboard['title']} / {title}: {fill(expr, elsewhere)}")
     assert not empty, "panels without data:\n" + "\n".join(empty)
+    assert not leaked, "panels showing a deployment that is not selected:\n" + "\n".join(leaked)
+
+
+def fill(expr: str, values: dict[str, str]) -> str:
+    for variable, value in values.items():
+        expr = expr.replace(variable, value)
+    return expr

@@ -77,8 +77,9 @@ def test_the_weekly_pull_writes_last_weeks_batch_and_counts_its_run(tmp_path, ca
     assert sorted(json.loads(line)["id"] for line in cases) == ["t1", "t2"]
     assert runtime.samples.counts_by_status() == {"exported": 2, "queued": 1}
     assert "job weekly-pull done" in caplog.text and "2026-W48: 2 cases" in caplog.text
-    assert metric_sum(runtime.registry, "ragmon_job_runs_total", job=WEEKLY_PULL, outcome="ok") == 1
-    assert metric_sum(runtime.registry, "ragmon_job_last_success_timestamp_seconds", job=WEEKLY_PULL) == clock.now
+    assert metric_sum(runtime.registry, "ragmon_job_runs_total", scheduled_job=WEEKLY_PULL, outcome="ok") == 1
+    last_success = metric_sum(runtime.registry, "ragmon_job_last_success_timestamp_seconds", scheduled_job=WEEKLY_PULL)
+    assert last_success == clock.now
     runtime.close()
 
 
@@ -96,8 +97,8 @@ def test_a_failing_job_is_logged_and_counted_and_does_not_raise(tmp_path, caplog
     with caplog.at_level(logging.ERROR, logger="ragmon.monitor.app.jobs"):
         assert not build_jobs(runtime).run(WEEKLY_PULL)
     assert "job weekly-pull failed" in caplog.text
-    assert metric_sum(runtime.registry, "ragmon_job_runs_total", job=WEEKLY_PULL, outcome="failed") == 1
-    assert metric_sum(runtime.registry, "ragmon_job_last_success_timestamp_seconds", job=WEEKLY_PULL) == 0
+    assert metric_sum(runtime.registry, "ragmon_job_runs_total", scheduled_job=WEEKLY_PULL, outcome="failed") == 1
+    assert metric_sum(runtime.registry, "ragmon_job_last_success_timestamp_seconds", scheduled_job=WEEKLY_PULL) == 0
     runtime.close()
 
 
