@@ -1,9 +1,10 @@
 """`make bench`: every benchmark, printing its figures (about 25 minutes on 2 cores)."""
 
-from bench import alert_latency, decode, kafka, memory, otlp, replay
+from bench import alert_latency, decode, http_metrics, kafka, memory, otlp, replay
 
 if __name__ == "__main__":
     decode.run()
+    http_metrics.run()
     replay.run()
     otlp.run(phoenix=True)
     kafka.run()

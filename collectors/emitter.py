@@ -1,14 +1,17 @@
 """Transports for the emitter (``ragmon.monitor.core.emit``): native events to Kafka, or OpenTelemetry spans
-in OpenInference shape through the application's own TracerProvider.
+in OpenInference shape through the application's own TracerProvider, or through one of the
+transport's own that exports over OTLP/HTTP (``ragmon[otel]``).
 
     from ragmon.collectors.emitter import Emitter, KafkaTransport, OpenInferenceTransport
 
     emitter = Emitter(OpenInferenceTransport(tracer_provider))
+    # or: Emitter(OpenInferenceTransport.otlp("http://ragmon:4318/v1/traces", service_name="support-bot"))
     # or: Emitter(KafkaTransport(KafkaTransport.producer(["kafka:9092"]), "rag.traces"))
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 import msgspec
@@ -61,11 +64,47 @@ class OpenInferenceTransport:
     encoding are those the receiver reads (``ragmon.collectors.semconv``).
     The trace is then known by its OTel trace id, which :meth:`send` returns. Feedback becomes a
     span carrying ``ragmon.feedback.*`` attributes.
+
+    Given the application's provider, the transport needs only ``opentelemetry-api`` (the
+    application has it): its spans take the application's sampler, resource and exporter, and the
+    root span is a child of the application's current span. An application without an
+    OpenTelemetry set-up uses :meth:`otlp` instead.
     """
 
     def __init__(self, tracer_provider) -> None:
         self._provider = tracer_provider
         self._tracer = tracer_provider.get_tracer("ragmon.emitter")
+        self._owns_provider = False
+
+    @classmethod
+    def otlp(cls, endpoint: str, *, service_name: str | None = None, headers: Mapping[str, str] | None = None,
+             timeout: float = 10.0) -> OpenInferenceTransport:
+        """Spans exported over OTLP/HTTP (protobuf) to ``endpoint``, the full traces URL (e.g.
+        ``http://ragmon:4318/v1/traces``), through a provider of the transport's own built on the
+        OpenTelemetry SDK: its ``TracerProvider``, its ``BatchSpanProcessor`` (a bounded queue,
+        exported on a thread of its own, so :meth:`send` never waits on the network) and its OTLP
+        exporter, so what reaches the receiver is the SDK's encoding. ``service_name`` names the
+        application (else ``OTEL_SERVICE_NAME``); ``headers`` go with every export (e.g.
+        ``{"authorization": "Bearer ..."}``). :meth:`flush` waits until what was sent is exported;
+        :meth:`shutdown` also stops the export thread.
+
+        Needs ``pip install "ragmon[otel]"`` (opentelemetry-sdk and its OTLP/HTTP exporter); the
+        base install raises ImportError naming that extra."""
+        try:
+            from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+            from opentelemetry.sdk.resources import SERVICE_NAME, Resource
+            from opentelemetry.sdk.trace import TracerProvider
+            from opentelemetry.sdk.trace.export import BatchSpanProcessor
+        except ImportError as missing:
+            raise ImportError(f"OpenInferenceTransport.otlp needs the OpenTelemetry SDK and its OTLP/HTTP exporter "
+                              f"(no module {missing.name!r}): pip install 'ragmon[otel]'") from missing
+        resource = Resource.create({SERVICE_NAME: service_name} if service_name else {})
+        provider = TracerProvider(resource=resource)
+        provider.add_span_processor(BatchSpanProcessor(OTLPSpanExporter(endpoint=endpoint, headers=headers,
+                                                                        timeout=timeout)))
+        transport = cls(provider)
+        transport._owns_provider = True
+        return transport
 
     def send(self, event: dict[str, Any], key: str | None) -> str | None:
         if event["type"] == "trace":
@@ -81,6 +120,12 @@ class OpenInferenceTransport:
 
     def flush(self, timeout: float) -> None:
         self._provider.force_flush(int(timeout * 1000))
+
+    def shutdown(self) -> None:
+        """Export what waits and stop the provider, when it is the transport's own (:meth:`otlp`);
+        an application's provider is the application's to shut down."""
+        if self._owns_provider:
+            self._provider.shutdown()
 
     def _trace(self, event: dict[str, Any]) -> str:
         from opentelemetry import trace as otel

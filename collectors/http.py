@@ -26,6 +26,7 @@ from collections.abc import Callable, Sequence
 from anyio import CapacityLimiter, to_thread
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 from starlette.applications import Starlette
+from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import Route
@@ -40,6 +41,7 @@ from ragmon.collectors.http_body import (
     retry_after,
     split_events,
 )
+from ragmon.collectors.http_metrics import Observe, RequestMetrics
 from ragmon.collectors.otlp import OtlpReceiver
 from ragmon.monitor.core.errors import Retryable
 from ragmon.monitor.core.pipeline import Processor
@@ -101,10 +103,12 @@ def build_app(
     on_shutdown: Callable[[], None] | None = None,
     otlp: OtlpReceiver | None = None,
     ingest: bool = True,
+    observe_request: Observe | None = None,
 ) -> Starlette:
     """The ASGI app. ``ready`` answers /readyz; ``on_startup`` runs before the first request,
     ``on_shutdown`` after the last one. Without ``ingest`` (the scheduler process) only /metrics
-    and the health endpoints are served.
+    and the health endpoints are served. ``observe_request`` is told the route, status and duration
+    of every request (``collectors/http_metrics.py``).
 
     Catalog writes (document and index events) are a privilege: with ``catalog_token`` set, only
     a request carrying it may make them (it is accepted as the ingest token too); without one,
@@ -242,9 +246,11 @@ def build_app(
     routes = [] if otlp is None or not ingest else [Route("/v1/traces", traces, methods=["POST"])]
     if ingest:
         routes.append(Route("/v1/events", events, methods=["POST"]))
-    return Starlette(routes=[
-        *routes,
+    routes += [
         Route("/metrics", metrics, methods=["GET"]),
         Route("/healthz", healthz, methods=["GET"]),
         Route("/readyz", readyz, methods=["GET"]),
-    ], lifespan=lifespan)
+    ]
+    counted = [] if observe_request is None else [
+        Middleware(RequestMetrics, observe=observe_request, routes=[route.path for route in routes])]
+    return Starlette(routes=routes, middleware=counted, lifespan=lifespan)

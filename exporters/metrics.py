@@ -7,6 +7,7 @@ from typing import Literal
 
 SCORE_BUCKETS = (0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0, 2.0, 5.0, 10.0, 20.0, 50.0)
 LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
+HTTP_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
 LAG_BUCKETS = (60.0, 300.0, 900.0, 3600.0, 4 * 3600.0, 12 * 3600.0, 86400.0, 3 * 86400.0, 7 * 86400.0)
 
 
@@ -124,6 +125,13 @@ METRICS: tuple[MetricSpec, ...] = (
                "Distinct tenant, index or retriever names exported as `redacted`: a redaction detector fired on them."),
     MetricSpec("ragmon_http_unauthenticated", "gauge", (),
                "1 when the HTTP port serves a non-loopback address without a token (http.allow_unauthenticated)."),
+    MetricSpec("ragmon_http_request_duration_seconds", "histogram", ("route", "status"),
+               "HTTP requests answered, by route (the route's path, such as `/v1/events`; any other path is "
+               "`other`) and status code, and the time from each one's arrival to the end of its answer. "
+               "`_count` counts the requests.", HTTP_BUCKETS),
+    MetricSpec("ragmon_telemetry_spans_total", "counter", ("outcome",),
+               "ragmon's own spans (telemetry.otlp_endpoint), by outcome: exported, failed (the collector refused "
+               "them or did not answer in time), dropped (telemetry.max_queue_spans were already waiting)."),
 )
 
 BY_NAME = {spec.name: spec for spec in METRICS}
@@ -146,6 +154,11 @@ def reference_markdown() -> str:
         "`index` are capped (the `labels` config: an allowlist, else the first 50 seen, then `other`),",
         "`retriever` at 10; `stage`, `outcome`, `kind`, `value`, `direction`, `reason`, `source`,",
         "`type` are enums. No user, trace, passage or document id and no text is ever a label value.",
+        "`route` is one of the paths ragmon serves, or `other`: a request for any other path adds no series.",
+        "",
+        "Besides these, `/metrics` carries prometheus_client's standard process and runtime metrics:",
+        "`process_*` (CPU seconds, resident and virtual memory, open file descriptors, start time),",
+        "`python_info` and `python_gc_*`.",
         "",
         "| metric | type | labels | meaning |",
         "|---|---|---|---|",

@@ -1,6 +1,6 @@
 """Prometheus metrics, besides the instruments (``ragmon.exporters.instruments``): the sink that
 counts what the signals found and what was sampled, and the collectors that read pipeline counters,
-catalog health and the sample queue at scrape time (:func:`register_scrape_time`)."""
+catalog health, the sample queue and the process at scrape time (:func:`register_scrape_time`)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import time
 from collections.abc import Callable, Iterable
 from importlib.metadata import PackageNotFoundError, version
 
-from prometheus_client import CollectorRegistry
+from prometheus_client import CollectorRegistry, GCCollector, PlatformCollector, ProcessCollector
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
@@ -154,9 +154,14 @@ class PrometheusSink:
 def register_scrape_time(metrics: Metrics, stats: PipelineStats, catalog: Catalog,
                          clock: Callable[[], float] = time.time,
                          sample_queue: Callable[[], dict[str, int]] | None = None) -> None:
-    """Register the values computed when Prometheus scrapes: pipeline counters, catalog health and,
-    with ``sample_queue`` (the samples in the store per status), ``ragmon_sample_queue``."""
+    """Register the values computed when Prometheus scrapes: pipeline counters, catalog health, the
+    process and its runtime and, with ``sample_queue`` (the samples in the store per status),
+    ``ragmon_sample_queue``."""
     metrics.registry.register(_ScrapeTimeCollector(stats, catalog, metrics.index, clock))
+    # what prometheus_client puts on its global registry, which ragmon does not use: process_*
+    # (CPU, memory, file descriptors, start time), python_info and python_gc_*
+    for standard in (ProcessCollector, PlatformCollector, GCCollector):
+        standard(registry=metrics.registry)
     if sample_queue is not None:
         from ragmon.monitor.labeling.sample_store import STATUSES
 

@@ -1,7 +1,8 @@
 """The distribution as users install it: the wheel is built from this tree and installed into fresh
 virtual environments, away from the source tree (docs/design.md, "Installs").
 
-- the base install (``pip install ragmon``) carries the emitter with its own dependencies only;
+- the base install (``pip install ragmon``) carries the emitter with its own dependencies only (the
+  transport that exports with the OpenTelemetry SDK names the extra it needs, ``ragmon[otel]``);
 - the server install (``pip install "ragmon[server]"``) runs ``ragmon demo``;
 - neither puts a top-level ``monitor``, ``collectors``, ``exporters`` or ``alerts`` into site-packages.
 """
@@ -20,7 +21,8 @@ import pytest
 
 ROOT = Path(__file__).parent.parent
 FOLDERS = ("monitor", "collectors", "exporters", "alerts")
-SERVER_ONLY = ("starlette", "uvicorn", "sqlmodel", "kafka-python", "prometheus-client", "pydantic", "apscheduler")
+SERVER_ONLY = ("starlette", "uvicorn", "sqlmodel", "kafka-python", "prometheus-client", "pydantic", "apscheduler",
+               "opentelemetry-sdk", "opentelemetry-api")
 
 
 def run(*command: str | Path, cwd: Path, check: bool = True) -> subprocess.CompletedProcess[str]:
@@ -85,10 +87,16 @@ trace = emitter.start_trace("How many days carry over?", caller="u-1", groups=["
 trace.add_retrieval("bm25", [{"id": "leave#4", "score": 12.1, "doc_id": "leave", "doc_version": "3"}])
 trace.set_answer("Five days.", citations=["leave#4"])
 trace.end()
-print(json.dumps({"version": ragmon.__version__, "sent": transport.sent}))
+try:
+    ragmon.OpenInferenceTransport.otlp("http://127.0.0.1:9/v1/traces")
+    missing = None
+except ImportError as error:
+    missing = str(error)
+print(json.dumps({"version": ragmon.__version__, "sent": transport.sent, "otlp": missing}))
 """
     out = json.loads(run(bin_dir / "python", "-c", emit, cwd=tmp_path).stdout)
     assert out["version"] == "0.1.0"
+    assert out["otlp"] is not None and "pip install 'ragmon[otel]'" in out["otlp"]  # the SDK is an extra
     ((event, key),) = out["sent"]
     assert event["type"] == "trace" and event["caller"]["id"] == "u-1" and key == "u-1"
     assert event["retrievals"][0]["passages"][0]["id"] == "leave#4"

@@ -29,7 +29,13 @@ from ragmon.monitor.app.wiring import (
     build_sources,
     settle_start_up_objects,
 )
-from ragmon.monitor.config.settings import ConfigError, Settings, effective_config, load_settings
+from ragmon.monitor.config.settings import (
+    ConfigError,
+    Settings,
+    check_telemetry_target,
+    effective_config,
+    load_settings,
+)
 from ragmon.monitor.core.retry import RetryPolicy
 
 EXAMPLE_EVENTS = Path(__file__).parent / "examples" / "events.jsonl"
@@ -79,6 +85,14 @@ def _http_options(settings: Settings, host: str) -> dict:
             "max_records": http.max_records_per_request, "max_pending": http.max_pending_requests,
             "body_timeout": http.body_timeout_seconds, "max_inflight_bytes": http.max_inflight_bytes,
             "saturation_seconds": http.saturation_seconds}
+
+
+def _serving(settings: Settings, host: str, port: int) -> Settings:
+    """The settings with the address actually served (``--host``, ``--port``) in ``http``: what the
+    runtime checks ``telemetry.otlp_endpoint`` against."""
+    if (host, port) == (settings.http.host, settings.http.port):
+        return settings
+    return settings.model_copy(update={"http": settings.http.model_copy(update={"host": host, "port": port})})
 
 
 def _scheme(settings: Settings) -> str:
@@ -140,6 +154,7 @@ def config() -> None:
 def config_check(ctx: click.Context, as_json: bool) -> None:
     """Validate the configuration and print the effective values, secrets masked."""
     settings = _settings(ctx)
+    check_telemetry_target(settings)  # an error ends the command with status 2 (see _Main)
     data = effective_config(settings)
     if as_json:
         click.echo(json.dumps(data, indent=2))
@@ -165,7 +180,7 @@ def replay(ctx: click.Context, file: Path, batch_size: int, retries: int, json_o
     # a replay of past traffic must not page anyone for leaks long over: no direct push
     settings = settings.model_copy(update={
         "alerts": settings.alerts.model_copy(update={"alertmanager_url": None, "webhook_url": None})})
-    runtime = build_runtime(settings)
+    runtime = build_runtime(settings, command="replay")
     settle_start_up_objects()
     pipeline = runtime.pipeline
     stdin = str(file) == "-"
@@ -248,7 +263,8 @@ def serve(ctx: click.Context, host: str | None, port: int | None) -> None:
     host = host or settings.http.host
     port = port or settings.http.port
     unauthenticated = _exposure(ctx, settings, host)
-    runtime = build_runtime(settings, schema_wait=settings.database.schema_wait_seconds)
+    settings = _serving(settings, host, port)
+    runtime = build_runtime(settings, schema_wait=settings.database.schema_wait_seconds, command="serve")
     runtime.metrics.http_unauthenticated.set(1 if unauthenticated else 0)
     otlp = build_otlp(runtime)
     sources = [*build_sources(runtime), *([otlp] if otlp is not None else [])]
@@ -284,7 +300,8 @@ def serve(ctx: click.Context, host: str | None, port: int | None) -> None:
         return all(source.ready() for source in sources) and runtime.ready()
 
     app = build_app(runtime.pipeline.process, runtime.registry, ready, **_http_options(settings, host),
-                    on_startup=start_sources, on_shutdown=stop, otlp=otlp)
+                    on_startup=start_sources, on_shutdown=stop, otlp=otlp,
+                    observe_request=runtime.metrics.http_requests.observe)
     kafka = f", consuming {settings.kafka.traces_topic}" if settings.kafka.bootstrap_servers else ""
     routes = "POST /v1/events" + (", POST /v1/traces" if otlp is not None else "") + ", GET /metrics, /healthz, /readyz"
     errors.print(f"ragmon serving on {_scheme(settings)}://{host}:{port}{kafka} ({routes})")
@@ -313,7 +330,8 @@ def scheduler_command(ctx: click.Context, host: str | None, port: int | None) ->
     host = host or settings.http.host
     port = port or settings.http.port
     unauthenticated = _exposure(ctx, settings, host)
-    runtime = build_runtime(settings, schema_wait=settings.database.schema_wait_seconds)
+    settings = _serving(settings, host, port)
+    runtime = build_runtime(settings, schema_wait=settings.database.schema_wait_seconds, command="scheduler")
     runtime.metrics.http_unauthenticated.set(1 if unauthenticated else 0)
     runner = build_scheduler(runtime, build_jobs(runtime, standalone=True))
 
@@ -322,7 +340,8 @@ def scheduler_command(ctx: click.Context, host: str | None, port: int | None) ->
         runtime.close()
 
     app = build_app(runtime.pipeline.process, runtime.registry, runtime.ready, **_http_options(settings, host),
-                    ingest=False, on_startup=runner.start, on_shutdown=stop)
+                    ingest=False, on_startup=runner.start, on_shutdown=stop,
+                    observe_request=runtime.metrics.http_requests.observe)
     errors.print(f"ragmon scheduler on {_scheme(settings)}://{host}:{port} (GET /metrics, /healthz, /readyz)")
     uvicorn.Server(uvicorn.Config(app, host=host, port=port, log_config=None, access_log=False,
                                   timeout_graceful_shutdown=30, **_tls_options(settings))).run()

@@ -4,7 +4,7 @@ runs them on APScheduler; ``ragmon probe run`` runs the probes once.
 
 Every run is logged with its outcome and counted (``ragmon_job_runs_total``); a successful one
 sets ``ragmon_job_last_success_timestamp_seconds``. A failing job is logged and counted and does
-not stop the scheduler.
+not stop the scheduler. With ragmon's own tracing on, every run is also a span (``ragmon.job``).
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ragmon.alerts.dispatch import AlertDispatcher, staleness_of
 from ragmon.exporters.instruments import Metrics
@@ -23,6 +24,9 @@ from ragmon.monitor.core.catalog import Catalog
 from ragmon.monitor.labeling.sample_store import SampleStore
 from ragmon.monitor.labeling.weekly import pull_week
 from ragmon.monitor.labeling.weeks import previous_week_of
+
+if TYPE_CHECKING:  # the OpenTelemetry SDK is imported only when tracing is on
+    from ragmon.monitor.app.telemetry import JobTracer
 
 log = logging.getLogger(__name__)
 
@@ -48,19 +52,25 @@ class Jobs:
     retrieve: Retrieve | None = None
     push: Push | None = None  # the weekly batch into Label Studio, when configured
     reload_catalog: Callable[[], None] | None = None  # a scheduler process of its own reads the catalog table
+    tracer: JobTracer | None = None  # a span per run, when ragmon traces itself
 
     def run(self, job_id: str) -> bool:
         """Run one job by id, logging and counting the outcome; True when it succeeded."""
         job = {WEEKLY_PULL: self.weekly_pull, STALENESS_SCAN: self.staleness_scan,
                CANARY_PROBES: self.canary_probes, RETENTION: self.retention}[job_id]
         started = time.monotonic()
+        span = self.tracer.begin(job_id) if self.tracer is not None else None
         try:
             outcome = job()
         except Exception as error:
             self.metrics.job_runs.labels(job_id, "failed").inc()
             log.error("job %s failed after %.1f s: %s: %s", job_id, time.monotonic() - started,
                       type(error).__name__, error)
+            if span is not None:
+                self.tracer.end(span, error)
             return False
+        if span is not None:
+            self.tracer.end(span)
         self.metrics.job_runs.labels(job_id, "ok").inc()
         self.metrics.job_last_success.labels(job_id).set(self.clock())
         log.info("job %s done in %.1f s: %s", job_id, time.monotonic() - started, outcome)

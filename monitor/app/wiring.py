@@ -14,7 +14,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from prometheus_client import CollectorRegistry, disable_created_metrics
 from pydantic import SecretStr
@@ -32,7 +32,7 @@ from ragmon.exporters.prometheus import PrometheusSink, register_scrape_time
 from ragmon.monitor.app.jobs import Jobs
 from ragmon.monitor.app.leader import leader_lock
 from ragmon.monitor.app.scheduler import SchedulerRunner
-from ragmon.monitor.config.settings import ConfigError, Settings
+from ragmon.monitor.config.settings import ConfigError, Settings, check_telemetry_target, mask_url
 from ragmon.monitor.core.catalog import Catalog
 from ragmon.monitor.core.decode import Decoder
 from ragmon.monitor.core.dedupe import SeenTraces
@@ -45,6 +45,9 @@ from ragmon.monitor.labeling.sample_store import SampleStore
 from ragmon.monitor.labeling.sampler import Sampler, SampleWriter
 from ragmon.monitor.storage.catalog_store import CatalogPersistence, load_catalog
 from ragmon.monitor.storage.store import await_schema, make_engine
+
+if TYPE_CHECKING:
+    from ragmon.monitor.app.telemetry import SelfTelemetry
 
 log = logging.getLogger(__name__)
 
@@ -106,7 +109,8 @@ def build_jobs(runtime: Runtime, standalone: bool = False) -> Jobs:
         raise ConfigError(str(error)) from None
     prune = runtime.dead_letters.prune if isinstance(runtime.dead_letters, JsonlDeadLetterSink) else None
     return Jobs(settings.scheduler, settings.sampling.time_zone, settings.probes.probes, runtime.samples,
-                runtime.catalog, runtime.metrics, runtime.alerts, prune, runtime.clock, retrieve, push, reload)
+                runtime.catalog, runtime.metrics, runtime.alerts, prune, runtime.clock, retrieve, push, reload,
+                tracer=runtime.telemetry.jobs if runtime.telemetry is not None else None)
 
 
 def build_scheduler(runtime: Runtime, jobs: Jobs) -> SchedulerRunner:
@@ -303,6 +307,7 @@ class Runtime:
     samples: SampleStore
     dead_letters: DeadLetterSink
     alerts: AlertDispatcher | None = None  # the direct push, when a target is configured
+    telemetry: SelfTelemetry | None = None  # ragmon's own spans, when telemetry.otlp_endpoint is set
 
     def ready(self) -> bool:
         """Ready to take traffic: the database answers."""
@@ -316,6 +321,8 @@ class Runtime:
     def close(self) -> None:
         self.pipeline.shutdown()
         self.engine.dispose()
+        if self.telemetry is not None and not self.telemetry.shutdown():
+            log.warning("ragmon's own spans not all exported within telemetry.timeout_seconds; left behind")
 
 
 def settle_start_up_objects() -> None:
@@ -334,10 +341,17 @@ def build_runtime(
     registry: CollectorRegistry | None = None,
     extra_sinks: Sequence[Sink] = (),
     schema_wait: float = 0.0,
+    command: str | None = None,
+    span_exporter: Any = None,
 ) -> Runtime:
     """Open the store (migrating SQLite in place; waiting up to ``schema_wait`` seconds for any
     other database to come up at the code's schema, see :func:`await_schema`), load the catalog,
-    and build the pipeline with its signals and sinks: catalog persistence and Prometheus metrics."""
+    and build the pipeline with its signals and sinks: catalog persistence and Prometheus metrics.
+
+    ``command`` (serve, scheduler, replay) names the process in its own spans, which are made
+    only for a command and only with ``telemetry.otlp_endpoint`` set (or a ``span_exporter``,
+    an SDK ``SpanExporter`` standing in for OTLP/HTTP in tests). The endpoint is checked against
+    ``http.host`` and ``http.port``; a command serving another address checks it first."""
     disable_created_metrics()  # *_created series double the exposition and no dashboard uses them
     engine = make_engine(settings.database.url)
     await_schema(engine, schema_wait)
@@ -359,6 +373,7 @@ def build_runtime(
     sampler = Sampler(settings.sampling, redactor, decoder=decoder, recent_traces=settings.sampling.late_window_traces)
     prometheus = PrometheusSink(metrics)
     alerts = _alert_dispatcher(settings, metrics, clock)
+    telemetry = _telemetry(settings, command, metrics, span_exporter) if command is not None else None
     pipeline = Pipeline(
         decoder,
         [CatalogPersistence(engine, catalog),
@@ -370,8 +385,25 @@ def build_runtime(
                       learn=signals.learn, remember=sampler.remember),
         stats=stats,
         seen=SeenTraces(settings.dedupe.window),
+        observer=telemetry.batches if telemetry is not None else None,
     )
     log.info("runtime ready: %d documents and %d index entries in the catalog",
              len(catalog.documents), len(catalog.indexed))
     return Runtime(settings, clock, engine, catalog, signals, registry, metrics, pipeline, samples, dead_letters,
-                   alerts)
+                   alerts, telemetry)
+
+
+def _telemetry(settings: Settings, command: str, metrics: Metrics, exporter: Any) -> SelfTelemetry | None:
+    """ragmon's own tracing (``monitor/app/telemetry.py``), when an endpoint is configured; the SDK
+    is imported only then."""
+    config = settings.telemetry
+    if config.otlp_endpoint is None and exporter is None:
+        return None
+    check_telemetry_target(settings)
+    from ragmon.monitor.app.telemetry import build_telemetry
+
+    telemetry = build_telemetry(config, command, lambda outcome, n: metrics.telemetry_spans.labels(outcome).inc(n),
+                                exporter)
+    target = mask_url(config.otlp_endpoint) if config.otlp_endpoint else type(exporter).__name__
+    log.info("tracing ragmon's own batches and jobs to %s", target)
+    return telemetry

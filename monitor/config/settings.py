@@ -35,6 +35,7 @@ from ragmon.monitor.config.alerting import AlertsConfig
 from ragmon.monitor.config.pipeline import CatalogConfig, DedupeConfig, Limits, SignalsConfig
 from ragmon.monitor.config.scheduling import ProbesConfig, SchedulerConfig
 from ragmon.monitor.config.section import ConfigSection, HttpUrlText
+from ragmon.monitor.config.telemetry import TelemetryConfig
 from ragmon.monitor.labeling.redact import RedactionConfig
 from ragmon.monitor.labeling.sampling import SamplingConfig
 
@@ -340,6 +341,7 @@ class Settings(ConfigSection):
     http: HttpConfig = HttpConfig()
     otlp: OtlpConfig = OtlpConfig()
     kafka: KafkaConfig = KafkaConfig()
+    telemetry: TelemetryConfig = TelemetryConfig()
     log: LogConfig = LogConfig()
 
 
@@ -366,6 +368,16 @@ def load_settings(path: Path | None = None, environ: Mapping[str, str] | None = 
         return Settings.model_validate(data)
     except ValidationError as error:
         raise ConfigError(_describe(error, path)) from None
+
+
+def check_telemetry_target(settings: Settings) -> None:
+    """Refuse a ``telemetry.otlp_endpoint`` that is this process's own port (``http.host`` and
+    ``http.port``, which ``serve --host/--port`` replace before the runtime is built): raises
+    :class:`ConfigError` naming the key. Not part of :func:`load_settings`, because the address a
+    command serves is known only once its options are read."""
+    problem = settings.telemetry.loop_problem(settings.http.host, settings.http.port)
+    if problem is not None:
+        raise ConfigError(f"telemetry.otlp_endpoint: {problem}")
 
 
 def is_service_link(name: str, environ: Mapping[str, str]) -> bool:

@@ -153,6 +153,18 @@ class BatchResult:
 Processor = Callable[[Sequence[RawRecord]], BatchResult]
 
 
+class BatchObserver(Protocol):
+    """Watches the batches :meth:`Pipeline.process` handles (ragmon's own tracing,
+    ``monitor/app/telemetry.py``): ``begin`` once the batch holds the pipeline, with the source of
+    its records (a batch comes from one source) and their number; ``end`` when it is done, with its
+    result, or with the error that refused it (the result is then None). Both run on the
+    processing thread, inside the pipeline's lock: they must be quick and must not raise."""
+
+    def begin(self, source: str, records: int) -> Any: ...
+
+    def end(self, handle: Any, result: BatchResult | None, error: BaseException | None) -> None: ...
+
+
 @dataclass
 class PipelineStats:
     """Counters of what went through, keyed by closed sets only (source, event type, reason, sink).
@@ -258,9 +270,12 @@ class Pipeline:
         stats: PipelineStats | None = None,
         flush_timeout: float = 10.0,
         seen: SeenTraces | None = None,
+        observer: BatchObserver | None = None,
     ) -> None:
         """``seen``: the trace ids already processed (``dedupe.window``); a trace among them is
-        acknowledged and counted as a duplicate, and goes through no stage and no sink."""
+        acknowledged and counted as a duplicate, and goes through no stage and no sink.
+        ``observer``: told about every batch processed (see :class:`BatchObserver`)."""
+        self._observer = observer
         self.stats = stats or PipelineStats()
         self._decoder = decoder
         self._stages = stages
@@ -284,7 +299,16 @@ class Pipeline:
         the batch; the caller must then not acknowledge any record of it.
         """
         with self._lock:
-            return self._process(records)
+            if self._observer is None:
+                return self._process(records)
+            handle = self._observer.begin(records[0].source if records else "none", len(records))
+            try:
+                result = self._process(records)
+            except BaseException as error:
+                self._observer.end(handle, None, error)
+                raise
+            self._observer.end(handle, result, None)
+            return result
 
     def _process(self, records: Sequence[RawRecord]) -> BatchResult:
         now = self._clock()

@@ -297,6 +297,37 @@ def test_the_sdk_exporters_deliver_traces_split_across_requests(server, exporter
     provider.shutdown()
 
 
+def test_the_transport_of_its_own_makes_and_exports_its_spans_with_the_sdk(server):
+    url, sink = server
+    transport = OpenInferenceTransport.otlp(f"{url}/v1/traces", service_name="rag-app")
+    assert type(transport._provider).__module__ == "opentelemetry.sdk.trace"
+    emitter = Emitter(transport, clock=lambda: NOW)
+    ids = [full_trace(emitter) for _ in range(2)]
+    emitter.feedback(ids[1], "thumb", "up")
+    transport.shutdown()  # what the batch processor holds is exported first
+    deadline = time.monotonic() + 10
+    while len(traces_seen(sink)) < 2 and time.monotonic() < deadline:
+        time.sleep(0.1)
+    seen = traces_seen(sink)
+    assert set(seen) == set(ids)
+    event = seen[ids[0]]
+    assert [(r.retriever, [p.id for p in r.passages]) for r in event.retrievals] == [
+        ("bm25", ["leave#4", "travel#1"]), ("vector", ["leave#4"]), ("reranker", ["leave#4"])]
+    assert (event.tenant, event.query, event.caller.id, event.caller.groups, event.conversation_id) == (
+        "acme", "How many vacation days carry over?", "u-123", ["staff", "hr"], "c-77")
+    assert event.answer.citations == ["leave#4"] and event.usage.input_tokens == 1200
+    feedback = [o.event for o in sink.observations if isinstance(o.event, FeedbackEvent)]
+    assert [(f.trace_id, f.kind, f.value) for f in feedback] == [(ids[1], "thumb", "up")]
+
+
+def test_the_transport_of_its_own_names_the_extra_it_needs(monkeypatch):
+    import sys
+
+    monkeypatch.setitem(sys.modules, "opentelemetry.sdk.trace", None)  # as if the SDK were not installed
+    with pytest.raises(ImportError, match=r"no module 'opentelemetry\.sdk\.trace'.*pip install 'ragmon\[otel\]'"):
+        OpenInferenceTransport.otlp("http://127.0.0.1:9/v1/traces")
+
+
 def test_error_statuses(tmp_path):
     settings = load_settings(environ={"RAGMON_DATABASE__URL": f"sqlite:///{tmp_path / 'r.db'}",
                                       "RAGMON_DEAD_LETTER__PATH": str(tmp_path / "d.jsonl")})
