@@ -254,7 +254,8 @@ def test_ragmon_serve_and_scheduler_export_their_spans_to_another_ragmon_at_shut
         scheduler = RagmonServer(tmp_path / "scheduler", "scheduler",
                                  RAGMON_SCHEDULER__STALENESS_INTERVAL_SECONDS="1", **endpoint).start()
         try:
-            wait_for(lambda: scraped(scheduler.url, "ragmon_job_runs_total", job="staleness-scan") >= 2, "two scans")
+            runs_of = lambda: scraped(scheduler.url, "ragmon_job_runs_total", scheduled_job="staleness-scan")  # noqa: E731
+            wait_for(lambda: runs_of() >= 2, "two scans")
         finally:
             scheduler.stop()
         runs = scheduler.log_path.read_text().count("job staleness-scan done")
