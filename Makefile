@@ -1,12 +1,13 @@
 # ragmon — the two commands a fresh machine needs:
 #   make demo   run the main job embedded, no external services
 #   make test   install what the tests need, start the real services, run the suite
+# and, while changing code: make test-quick   the tests that need no service and are not slow
 PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
 PHOENIX_VERSION ?= 20.26.1
 
-.PHONY: demo test bench soak lint services clean
+.PHONY: demo test test-quick bench soak lint services clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -29,8 +30,12 @@ services:
 lint: $(VENV)/.dev
 	$(BIN)/ruff check .
 
+# two workers (tests/conftest.py groups the tests: the CPU-bound ones on one worker, first)
 test: $(VENV)/.dev services lint
-	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest -n 2 --dist loadgroup
+
+test-quick: $(VENV)/.dev
+	$(BIN)/python -m pytest -n 2 --dist loadgroup -m "not integration and not slow" -q
 
 # The peer the OTLP benchmark compares with, in a virtual environment of its own
 PHOENIX ?= $(or $(SERVICES_CACHE_DIR),$(HOME)/.cache/ragmon-services)/phoenix-venv

@@ -1,4 +1,5 @@
-"""Session-wide fixtures for the real services, started on first use and stopped at the end.
+"""Session-wide fixtures for the real services, started on first use and stopped at the end,
+and how `make test` shares the tests between its two pytest-xdist workers.
 
 In CI (``CI`` set) a skipped test fails the run: an integration test that did not run has not
 passed.
@@ -42,6 +43,33 @@ def alertmanager() -> Iterator[Alertmanager]:
 def label_studio() -> Iterator[LabelStudio]:
     with LabelStudio() as service:
         yield service
+
+
+# Tests that keep both cores busy on their own (a second process makes their input, or the code
+# under test fills a core): run one after another in one worker, first, while the other worker
+# takes the tests that mostly wait (on brokers, timeouts, subprocesses), so neither starves them.
+CPU_BOUND = "cpu-bound"
+# Modules that share one instance of a slow-starting service: one worker starts it once.
+SHARED = {"tests/exporters/test_label_studio.py": "label-studio", "tests/test_labeling_loop.py": "label-studio"}
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Group the tests for ``--dist loadgroup``: a module's tests stay together (their module
+    fixtures, and the order some rely on), unless marked ``xdist_group`` (``CPU_BOUND``); the
+    groups with slow tests come first, so they start at once and the short ones fill in."""
+    def group(item: pytest.Item) -> str:
+        marked = item.get_closest_marker("xdist_group")
+        if marked is not None:
+            return marked.args[0] if marked.args else marked.kwargs["name"]
+        module = item.nodeid.split("::", 1)[0]
+        return SHARED.get(module, module)
+
+    for item in items:
+        if item.get_closest_marker("xdist_group") is None:
+            item.add_marker(pytest.mark.xdist_group(group(item)))
+    slow = {group(item) for item in items if item.get_closest_marker("slow")}
+    items.sort(key=lambda item: (group(item) != CPU_BOUND, group(item) not in slow))
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:

@@ -216,6 +216,7 @@ def otlp_flood_body(seed: int, megabytes: int = 15) -> bytes:
                                      ).SerializeToString()
 
 
+@pytest.mark.slow
 def test_otlp_bodies_faster_than_traces_are_assembled_are_refused_within_a_byte_budget(server):
     """Before: three clients sending 15 MB protobuf bodies took the server to 1.83 GB of memory."""
     bodies = [otlp_flood_body(seed) for seed in range(3)]

@@ -14,6 +14,8 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
 DOCKERFILE = Path(__file__).parents[1] / "Dockerfile"
 TOKEN = "an-ingest-token-for-the-image"
 
@@ -70,6 +72,7 @@ def test_the_image_runs_as_a_user_and_declares_where_it_writes():
     assert declared["entrypoint"] == ["ragmon"] and declared["cmd"] == ["serve"]
 
 
+@pytest.mark.slow
 def test_the_image_command_listens_on_every_address_only_with_a_token_and_its_healthcheck_follows(tmp_path):
     refused = in_network_namespace(tmp_path / "without", {})
     assert refused["exit"] == 2 and "token" in refused["log"] and not refused["healthy_at"]

@@ -12,6 +12,7 @@ import time
 
 import httpx
 import msgspec
+import pytest
 from click.testing import CliRunner
 
 from ragmon.monitor.app.cli import main
@@ -19,6 +20,7 @@ from ragmon.monitor.app.simulate import Simulator
 from tests.ragmon_process import RagmonServer
 
 
+@pytest.mark.slow
 def test_sigterm_finishes_the_request_in_flight(tmp_path):
     server = RagmonServer(tmp_path, RAGMON_HTTP__MAX_BODY_BYTES=str(256 * 1024 * 1024)).start()
     try:
@@ -51,6 +53,7 @@ def test_sigterm_finishes_the_request_in_flight(tmp_path):
         assert db.execute("select count(*) from catalog_document").fetchone()[0] == len(documents)
 
 
+@pytest.mark.slow
 def test_the_demo_finds_every_injected_incident(tmp_path):
     out = tmp_path / "demo.json"
     batches = tmp_path / "batches"

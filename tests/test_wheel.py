@@ -56,6 +56,7 @@ def site_packages(bin_dir: Path) -> Path:
     return Path(run(bin_dir / "python", "-c", code, cwd=bin_dir).stdout.strip())
 
 
+@pytest.mark.slow
 def test_the_wheel_holds_one_top_level_package_and_every_folder(wheel: Path):
     names = zipfile.ZipFile(wheel).namelist()
     assert {name.split("/")[0] for name in names} == {"ragmon", wheel.name.split("-py3")[0] + ".dist-info"}, names
@@ -72,6 +73,7 @@ def test_the_wheel_holds_one_top_level_package_and_every_folder(wheel: Path):
     assert "ragmon/monitor/app/examples/events.jsonl" in names
 
 
+@pytest.mark.slow
 def test_the_base_install_is_the_emitter_alone(wheel: Path, tmp_path: Path):
     bin_dir = venv(tmp_path / "light")
     run(bin_dir / "pip", "install", "-q", wheel, cwd=tmp_path)

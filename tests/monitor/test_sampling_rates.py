@@ -9,6 +9,7 @@ import math
 import time
 
 import msgspec
+import pytest
 from prometheus_client import CollectorRegistry
 
 from ragmon.monitor.app.wiring import build_runtime
@@ -53,6 +54,8 @@ def strata(i: int) -> set[str]:
     return out
 
 
+@pytest.mark.slow
+@pytest.mark.xdist_group("cpu-bound")
 def test_strata_rates_hold_through_the_pipeline(tmp_path):
     env = {"RAGMON_DATABASE__URL": f"sqlite:///{tmp_path / 'ragmon.db'}",
            "RAGMON_DEAD_LETTER__PATH": str(tmp_path / "dead.jsonl"), "RAGMON_SAMPLING__WEEKLY_CAP": "1000000",

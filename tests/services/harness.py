@@ -15,6 +15,7 @@ import hashlib
 import json
 import os
 import pwd
+import random
 import shutil
 import signal
 import socket
@@ -71,10 +72,33 @@ class ServiceError(RuntimeError):
     """A service failed to start; the message holds the end of its log."""
 
 
+# Ports for the services and servers tests start, below the kernel's ephemeral range (32768 and
+# up on Linux), so no outgoing connection or `bind(0)` is handed one of them meanwhile, and split
+# between pytest-xdist workers (PYTEST_XDIST_WORKER gw0, gw1, ...), so two workers never choose
+# the same one.
+PORTS = range(20_000, 32_000)
+_handed: set[int] = set()
+
+
 def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
+    """A loopback port nobody listens on, not handed out before by this process."""
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "")
+    workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1") or 1)
+    index = int(worker[2:]) if worker.startswith("gw") and worker[2:].isdigit() else 0
+    share = len(PORTS) // max(workers, 1)
+    mine = range(PORTS.start + index * share, PORTS.start + (index + 1) * share)
+    for _ in range(1000):
+        port = random.choice(mine)
+        if port in _handed:
+            continue
+        with socket.socket() as sock:
+            try:
+                sock.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+        _handed.add(port)
+        return port
+    raise ServiceError(f"no free port in {mine.start}-{mine.stop - 1}")
 
 
 def http_get(url: str, timeout: float = 2.0) -> bytes:
