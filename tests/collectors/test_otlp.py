@@ -6,12 +6,10 @@ from __future__ import annotations
 
 import gzip
 import json
-import threading
 import time
 
 import msgspec
 import pytest
-import uvicorn
 from opentelemetry.exporter.otlp.json.http.trace_exporter import OTLPSpanExporter as JsonSpanExporter
 from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
 from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter as ProtobufSpanExporter
@@ -31,7 +29,7 @@ from ragmon.monitor.app.wiring import build_otlp, build_runtime
 from ragmon.monitor.config.settings import load_settings
 from ragmon.monitor.core.memory import MemorySink
 from ragmon.monitor.core.model import FeedbackEvent, TraceEvent
-from tests.services.harness import free_port
+from tests.ragmon_process import served_in_thread
 
 NOW = time.time()
 
@@ -255,21 +253,18 @@ def server(tmp_path):
     otlp = build_otlp(runtime)
     app = build_app(runtime.pipeline.process, runtime.registry, runtime.ready, otlp=otlp,
                     on_startup=otlp.start, on_shutdown=lambda: (otlp.shutdown(10), runtime.close()))
-    port = free_port()
-    uv = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_config=None, access_log=False))
-    thread = threading.Thread(target=uv.run, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 10
-    while not uv.started:
-        assert time.monotonic() < deadline
-        time.sleep(0.05)
-    yield f"http://127.0.0.1:{port}", sink
-    uv.should_exit = True
-    thread.join(15)
+    with served_in_thread(app) as url:
+        yield url, sink
 
 
-def traces_seen(sink: MemorySink) -> dict[str, TraceEvent]:
-    return {o.event.trace_id: o.event for o in sink.observations if isinstance(o.event, TraceEvent)}
+def traces_seen(sink: MemorySink, at_least: int = 0, timeout: float = 10) -> dict[str, TraceEvent]:
+    """The traces ``sink`` received, once there are ``at_least`` of them (or ``timeout`` passed)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        seen = {o.event.trace_id: o.event for o in sink.observations if isinstance(o.event, TraceEvent)}
+        if len(seen) >= at_least or time.monotonic() >= deadline:
+            return seen
+        time.sleep(0.1)
 
 
 @pytest.mark.parametrize("exporter_class", [ProtobufSpanExporter, JsonSpanExporter], ids=["protobuf", "json"])
@@ -282,10 +277,7 @@ def test_the_sdk_exporters_deliver_traces_split_across_requests(server, exporter
     ids = [full_trace(emitter) for _ in range(3)]
     emitter.feedback(ids[0], "thumb", "down")
     provider.force_flush()
-    deadline = time.monotonic() + 10
-    while len(traces_seen(sink)) < 3 and time.monotonic() < deadline:
-        time.sleep(0.1)
-    seen = traces_seen(sink)
+    seen = traces_seen(sink, at_least=3)
     assert set(seen) == set(ids)
     event = seen[ids[0]]
     assert [r.retriever for r in event.retrievals] == ["bm25", "vector", "reranker"]
@@ -305,10 +297,7 @@ def test_the_transport_of_its_own_makes_and_exports_its_spans_with_the_sdk(serve
     ids = [full_trace(emitter) for _ in range(2)]
     emitter.feedback(ids[1], "thumb", "up")
     transport.shutdown()  # what the batch processor holds is exported first
-    deadline = time.monotonic() + 10
-    while len(traces_seen(sink)) < 2 and time.monotonic() < deadline:
-        time.sleep(0.1)
-    seen = traces_seen(sink)
+    seen = traces_seen(sink, at_least=2)
     assert set(seen) == set(ids)
     event = seen[ids[0]]
     assert [(r.retriever, [p.id for p in r.passages]) for r in event.retrievals] == [

@@ -65,21 +65,24 @@ def feed(url: str) -> dict:
     }
 
 
+def wait_for_scraped_events(prometheus, expected: float, timeout: float = 60) -> None:
+    """Until Prometheus's last scrape shows ``expected`` events in all."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        result = prometheus.query("sum(ragmon_events_total)")
+        if result and float(result[0]["value"][1]) == expected:
+            return
+        time.sleep(0.5)
+    pytest.fail(f"Prometheus never saw {expected:.0f} events")
+
+
 @pytest.fixture(scope="module")
 def promql(served, prometheus):
     """A query function against a Prometheus that has scraped everything that was fed."""
     url, facts = served
     prometheus.write_config(targets=[url.removeprefix("http://")])
     prometheus.reload()
-    expected = sum(facts["kinds"].values())
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        result = prometheus.query("sum(ragmon_events_total)")
-        if result and float(result[0]["value"][1]) == expected:
-            break
-        time.sleep(0.5)
-    else:
-        pytest.fail(f"Prometheus never saw {expected} events")
+    wait_for_scraped_events(prometheus, sum(facts["kinds"].values()))
 
     def query(expr: str) -> dict[tuple, float]:
         return {tuple(sorted(s["metric"].items())): float(s["value"][1]) for s in prometheus.query(expr)}
@@ -185,15 +188,7 @@ def test_every_dashboard_panel_query_returns_data(promql, served, prometheus):
                         headers={"content-type": "application/x-ndjson"}).raise_for_status()
             time.sleep(0.1)
     # until Prometheus has scraped the end of the wave (rates then span it)
-    served_total = scraped(url, "ragmon_events_total")
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        seen = prometheus.query("sum(ragmon_events_total)")
-        if seen and float(seen[0]["value"][1]) == served_total:
-            break
-        time.sleep(0.5)
-    else:
-        pytest.fail(f"Prometheus never scraped the second wave's {served_total} events")
+    wait_for_scraped_events(prometheus, scraped(url, "ragmon_events_total"))
     # as Grafana fills the variables in: "All" is .*, and the job Prometheus scrapes ragmon as
     # (tests/services/harness.py); this Prometheus gives its targets no namespace, which .* matches
     grafana = {"$namespace": ".*", "$job": "ragmon", "$tenant": ".*", "$index": ".*", "$__rate_interval": "5m"}

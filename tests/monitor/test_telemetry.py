@@ -12,7 +12,6 @@ import time
 import httpx
 import msgspec
 import pytest
-import uvicorn
 from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import StatusCode
@@ -30,7 +29,7 @@ from ragmon.monitor.config.telemetry import TelemetryConfig
 from ragmon.monitor.core.errors import Retryable
 from ragmon.monitor.core.memory import MemorySink
 from ragmon.monitor.core.records import RawRecord
-from tests.ragmon_process import RagmonServer, scraped
+from tests.ragmon_process import RagmonServer, scraped, served_in_thread
 from tests.services.harness import free_port
 
 QUERY, CALLER, PASSAGE = "QUERY-7f3a how many days", "CALLER-7f3a", "PASSAGE-7f3a five days carry over"
@@ -73,17 +72,8 @@ def receiver(tmp_path):
     app = build_app(runtime.pipeline.process, runtime.registry, runtime.ready, otlp=tap, on_startup=otlp.start,
                     on_shutdown=lambda: (otlp.shutdown(10), runtime.close()),
                     observe_request=runtime.metrics.http_requests.observe)
-    port = free_port()
-    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_config=None, access_log=False))
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 10
-    while not server.started:
-        assert time.monotonic() < deadline
-        time.sleep(0.05)
-    yield f"http://127.0.0.1:{port}", tap, runtime
-    server.should_exit = True
-    thread.join(15)
+    with served_in_thread(app) as url:
+        yield url, tap, runtime
 
 
 def test_batch_and_job_spans_reach_an_otlp_receiver_with_their_counts(tmp_path, receiver):
