@@ -357,10 +357,12 @@ def healthcheck(ctx: click.Context, timeout: float) -> None:
 
     import httpx
 
+    from ragmon.monitor.config.telemetry import WILDCARDS
+
     settings = _settings(ctx)
     host = settings.http.host
-    if host in ("0.0.0.0", "::", ""):
-        host = "127.0.0.1"  # a wildcard listener answers on loopback
+    if host in WILDCARDS:
+        host = "127.0.0.1"  # a listener on every address answers on loopback
     url = f"{_scheme(settings)}://{host if ':' not in host else f'[{host}]'}:{settings.http.port}/healthz"
     verify: ssl.SSLContext | bool = True
     if settings.http.tls_cert_file:

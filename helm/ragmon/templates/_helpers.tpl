@@ -117,14 +117,18 @@ envFrom:
 {{- end }}
 {{- end -}}
 
-{{/* Pod-level settings every ragmon pod shares: identity, pull secrets, no service links, security context. */}}
+{{/* Pod-level settings every ragmon pod shares: identity, pull secrets, no service links, security
+context; pass (dict "root" $ "hook" true) for a hook's pod, which names the service account only
+when the release does not create it (a hook runs before the release's objects exist). */}}
 {{- define "ragmon.podBasics" -}}
-{{- $root := . -}}
+{{- $root := .root -}}
 {{- with $root.Values.imagePullSecrets }}
 imagePullSecrets:
   {{- toYaml . | nindent 2 }}
 {{- end }}
+{{- if not (and .hook $root.Values.serviceAccount.create) }}
 serviceAccountName: {{ include "ragmon.serviceAccountName" $root }}
+{{- end }}
 automountServiceAccountToken: false
 # Kubernetes would set RAGMON_SERVICE_HOST, RAGMON_PORT, ... for a Service named after the release;
 # ragmon needs none of them (its config loader skips them anyway).
@@ -152,7 +156,7 @@ topologySpreadConstraints when set, else the chart-wide ones; pass (dict "root" 
 {{/* The pod spec shared by the collector and the scheduler; pass (dict "root" $ "component" "collector" "args" (list "serve") "env" dict "resources" ... "placement" ... "data" volume). */}}
 {{- define "ragmon.podSpec" -}}
 {{- $root := .root -}}
-{{ include "ragmon.podBasics" $root | trim }}
+{{ include "ragmon.podBasics" (dict "root" $root) | trim }}
 containers:
   - name: {{ .component }}
     image: {{ include "ragmon.image" $root }}
