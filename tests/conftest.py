@@ -69,7 +69,21 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         if item.get_closest_marker("xdist_group") is None:
             item.add_marker(pytest.mark.xdist_group(group(item)))
     slow = {group(item) for item in items if item.get_closest_marker("slow")}
-    items.sort(key=lambda item: (group(item) != CPU_BOUND, group(item) not in slow))
+    # In the CPU-bound group the slow tests go first too: a worker is sent its next group once it
+    # has two tests left, and that group then waits behind them.
+    items.sort(key=lambda item: (group(item) != CPU_BOUND, group(item) not in slow,
+                                 group(item) == CPU_BOUND and item.get_closest_marker("slow") is None))
+
+
+@pytest.hookimpl(optionalhook=True)  # an xdist hook: absent with -p no:xdist
+def pytest_xdist_node_collection_finished(node, ids: list[str]) -> None:
+    """Under ``--dist loadgroup``, refuse to run when the groups did not reach the node ids a
+    worker collected (xdist carries them there): every test would be scheduled on its own, the
+    shared services started once per worker and the CPU-bound tests run side by side."""
+    lost = [nodeid for nodeid in ids if "@" not in nodeid]
+    if node.config.getvalue("dist") == "loadgroup" and lost:
+        pytest.exit(f"--dist loadgroup: {len(lost)} test(s) lost their xdist group (first: {lost[0]}); this "
+                    "pytest and pytest-xdist do not work together (see the pin in pyproject.toml)", returncode=4)
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
