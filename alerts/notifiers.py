@@ -45,6 +45,7 @@ def annotations(alert: PushedAlert) -> dict[str, str]:
     if alert.doc_ids:
         out["doc_ids"] = ",".join(alert.doc_ids)
     out.update(alert.figures)
+    out.update(alert.links)
     return out
 
 

@@ -20,6 +20,7 @@ def rule_groups(config: AlertsConfig) -> dict[str, Any]:
         annotations = {"summary": rule.summary, "description": rule.description, "runbook_url": rule.runbook(config)}
         if config.dashboard_url:
             annotations["dashboard_url"] = config.dashboard_url
+        annotations.update(rule.finding_links())
         rules.append({"alert": rule.name, "expr": rule.expr, "for": rule.hold,
                       "labels": {"severity": rule.severity}, "annotations": annotations})
     return {"groups": [{"name": GROUP, "rules": rules}]}

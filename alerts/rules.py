@@ -44,9 +44,20 @@ class AlertRule:
     hold: str  # Prometheus "for": how long the condition holds before the alert fires
     summary: str  # may use {{ $labels.tenant }} and {{ $labels.index }}
     description: str
+    findings: str | None = None  # the findings signal that names its traces (GET /api/v1/findings)
 
     def runbook(self, config: AlertsConfig) -> str:
         return f"{config.runbook_url}#{self.name.lower()}"
+
+    def finding_links(self) -> dict[str, str]:
+        """Where its traces are: the read API query and the command, for the alert's tenant and
+        index (label templates, filled by Prometheus or by the push)."""
+        if self.findings is None:
+            return {}
+        tenant, index = "{{ $labels.tenant }}", "{{ $labels.index }}"
+        return {"findings_query": f"/api/v1/findings?signal={self.findings}&tenant={tenant}&index={index}",
+                "findings_command": f"ragmon findings list --signal {self.findings} --tenant '{tenant}' "
+                                    f"--index '{index}' --since 2h"}
 
 
 def _no_answer_ratio(offset: str = "") -> str:
@@ -98,12 +109,12 @@ def alert_rules(config: AlertsConfig) -> list[AlertRule]:
                   _increased('ragmon_permission_violations_total{stage="context"}', BY_TENANT),
                   "0m", f"Passages the caller may not read reached the model in {where}",
                   "A passage whose ACL excludes the caller, or of another tenant, was in the final context of an "
-                  "answer: the model may have disclosed it."),
+                  "answer: the model may have disclosed it.", findings="permission_violation"),
         AlertRule(LEAK_CANDIDATES, WARNING,
                   _increased('ragmon_permission_violations_total{stage="candidates"}', BY_TENANT),
                   "0m", f"Retrieval returned passages the caller may not read in {where}",
                   "A retriever returned passages the caller may not read; they were filtered before the model, "
-                  "but the index or its permission filter is wrong."),
+                  "but the index or its permission filter is wrong.", findings="permission_violation"),
         AlertRule(INDEX_STALE, WARNING,
                   f"max by ({BY_INDEX}) (ragmon_index_max_staleness_seconds) > {warn_s:g}", "5m",
                   "Index {{ $labels.index }} is more than " + f"{config.stale_warning_hours:g} h behind its sources",
@@ -116,7 +127,7 @@ def alert_rules(config: AlertsConfig) -> list[AlertRule]:
                   f'sum by ({BY_TENANT}) (rate(ragmon_stale_passages_served_total{{stage="context"}}[30m]))'
                   f" / sum by ({BY_TENANT}) (rate(ragmon_answers_total[30m])) > {config.stale_served_ratio:g}",
                   "15m", f"Outdated passages are reaching the model in {where}",
-                  "Answers are built on document versions the source has replaced."),
+                  "Answers are built on document versions the source has replaced.", findings="stale_passage"),
         AlertRule("RagmonNoAnswerSpike", WARNING,
                   f"{_no_answer_ratio()} > {config.no_answer_spike_factor:g} * {_no_answer_ratio(' offset 1w')}"
                   f" and {_no_answer_ratio()} > {config.no_answer_min_ratio:g} and {_traffic(config)}",
@@ -132,7 +143,8 @@ def alert_rules(config: AlertsConfig) -> list[AlertRule]:
                   f"{_low_score_ratio()} > {config.low_score_surge_factor:g} * {_low_score_ratio(' offset 1w')}"
                   f" and {_low_score_ratio()} > {config.low_score_min_ratio:g}",
                   "15m", f"Far more queries than last week get only weak matches in {where}",
-                  "The share of retrievals whose best score is under the low-score threshold surged."),
+                  "The share of retrievals whose best score is under the low-score threshold surged.",
+                  findings="low_score"),
         AlertRule("RagmonMixedEmbeddingModels", WARNING,
                   f"max by ({BY_INDEX}) (ragmon_index_embedding_models) > 1", "30m",
                   "Index {{ $labels.index }} holds vectors of more than one embedding model",

@@ -41,6 +41,7 @@ class PushedAlert:
     trace_ids: tuple[str, ...] = ()
     doc_ids: tuple[str, ...] = ()
     figures: tuple[tuple[str, str], ...] = ()  # further numbers, e.g. staleness in seconds
+    links: tuple[tuple[str, str], ...] = ()  # where its findings are: the read API query, the command
 
     @property
     def fingerprint(self) -> str:
@@ -196,7 +197,8 @@ class AlertBook:
         rule = self._text[(name, severity)]
         fill = lambda text: _fill(text, values)  # noqa: E731
         return PushedAlert(name, labels, fill(rule.summary), rule.description, rule.runbook(self.config),
-                           self.config.dashboard_url, starts_at=now, updated_at=now)
+                           self.config.dashboard_url, starts_at=now, updated_at=now,
+                           links=tuple((key, fill(text)) for key, text in rule.finding_links().items()))
 
 
 def _fill(template: str, values: dict[str, str]) -> str:

@@ -21,10 +21,13 @@ import contextlib
 import logging
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, Protocol
 
 from anyio import CapacityLimiter, to_thread
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
+from prometheus_client.openmetrics.exposition import CONTENT_TYPE_LATEST as OPENMETRICS_CONTENT_TYPE
+from prometheus_client.openmetrics.exposition import generate_latest as openmetrics_latest
 from starlette.applications import Starlette
 from starlette.middleware import Middleware
 from starlette.requests import Request
@@ -50,6 +53,15 @@ from ragmon.monitor.core.records import RawRecord
 log = logging.getLogger(__name__)
 SOURCE = "http"
 MAX_REJECTIONS_LISTED = 100  # an answer lists this many rejections, then counts the rest
+
+
+class ReadApi(Protocol):
+    """What the read API serves (``monitor/app/findings_view.py``); ``findings`` raises
+    ValueError, naming the parameter, for a query it cannot answer."""
+
+    def findings(self, params: Mapping[str, str]) -> dict[str, Any]: ...
+
+    def trace(self, trace_id: str) -> dict[str, Any] | None: ...
 
 
 class PendingLimit:
@@ -104,11 +116,14 @@ def build_app(
     otlp: OtlpReceiver | None = None,
     ingest: bool = True,
     observe_request: Observe | None = None,
+    read_api: ReadApi | None = None,
+    read_token: str | None = None,
 ) -> Starlette:
     """The ASGI app. ``ready`` answers /readyz; ``on_startup`` runs before the first request,
     ``on_shutdown`` after the last one. Without ``ingest`` (the scheduler process) only /metrics
     and the health endpoints are served. ``observe_request`` is told the route, status and duration
-    of every request (``collectors/http_metrics.py``).
+    of every request (``collectors/http_metrics.py``). ``read_api`` serves ``GET /api/v1/findings``
+    and ``GET /api/v1/traces/{trace_id}`` (JSON), guarded by ``read_token`` when one is given.
 
     Catalog writes (document and index events) are a privilege: with ``catalog_token`` set, only
     a request carrying it may make them (it is accepted as the ingest token too); without one,
@@ -223,6 +238,10 @@ def build_app(
         if not bearer_matches(request, metrics_token):
             return PlainTextResponse("missing or wrong bearer token", status_code=401,
                                      headers={"WWW-Authenticate": "Bearer"})
+        if "application/openmetrics-text" in request.headers.get("accept", ""):
+            # OpenMetrics carries the exemplars (trace ids) the classic text format cannot
+            body = await to_thread.run_sync(openmetrics_latest, registry, limiter=probes)
+            return Response(body, headers={"content-type": OPENMETRICS_CONTENT_TYPE})
         body = await to_thread.run_sync(generate_latest, registry, limiter=probes)
         return Response(body, media_type=CONTENT_TYPE_LATEST)
 
@@ -234,6 +253,28 @@ def build_app(
             return PlainTextResponse("not ready: every ingest slot busy", status_code=503)
         ok = await to_thread.run_sync(ready, limiter=probes)
         return PlainTextResponse("ready" if ok else "not ready", status_code=200 if ok else 503)
+
+    def unauthorized() -> Response:
+        return PlainTextResponse("missing or wrong bearer token", status_code=401,
+                                 headers={"WWW-Authenticate": "Bearer"})
+
+    async def findings(request: Request) -> Response:
+        if not bearer_matches(request, read_token):
+            return unauthorized()
+        try:
+            page = await to_thread.run_sync(read_api.findings, dict(request.query_params), limiter=probes)
+        except ValueError as error:
+            return JSONResponse({"error": str(error)}, status_code=400)
+        return JSONResponse(page)
+
+    async def trace(request: Request) -> Response:
+        if not bearer_matches(request, read_token):
+            return unauthorized()
+        trace_id = request.path_params["trace_id"]
+        view = await to_thread.run_sync(read_api.trace, trace_id, limiter=probes)
+        if view is None:
+            return JSONResponse({"error": "ragmon holds no finding and no sample of this trace"}, status_code=404)
+        return JSONResponse(view)
 
     @contextlib.asynccontextmanager
     async def lifespan(app):
@@ -251,6 +292,9 @@ def build_app(
         Route("/healthz", healthz, methods=["GET"]),
         Route("/readyz", readyz, methods=["GET"]),
     ]
+    if read_api is not None:
+        routes += [Route("/api/v1/findings", findings, methods=["GET"]),
+                   Route("/api/v1/traces/{trace_id:path}", trace, methods=["GET"])]
     counted = [] if observe_request is None else [
         Middleware(RequestMetrics, observe=observe_request, routes=[route.path for route in routes])]
     return Starlette(routes=routes, middleware=counted, lifespan=lifespan)

@@ -19,11 +19,12 @@ import base64
 import hashlib
 import hmac
 import os
-import threading
 import time
 from collections.abc import Callable
 
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+
+from ragmon.monitor.core.rate_limit import TokenBucket
 
 _AAD = b"ragmon dead letter v1"  # binds a ciphertext to its use: not decryptable as anything else
 _NONCE_BYTES = 12
@@ -45,12 +46,7 @@ class LetterBody:
         self._cipher = AESGCM(raw_key) if raw_key is not None else None
         self._max_bytes = max_bytes
         self._max_text_bytes = max_text_bytes
-        self._rate = texts_per_second
-        self._burst = max(1.0, texts_per_second * 10)
-        self._tokens = self._burst
-        self._clock = clock
-        self._last = clock()
-        self._lock = threading.Lock()
+        self._texts = TokenBucket(texts_per_second, max(1.0, texts_per_second * 10), clock)
 
     def fields(self, data: bytes) -> dict[str, str | bool]:
         """``raw_hmac`` (or ``raw_sha256``); ``text`` when a redactor is set and the rate allows,
@@ -63,7 +59,7 @@ class LetterBody:
         else:
             out = {"raw_sha256": hashlib.sha256(data).hexdigest()}
         if self._redact is not None:
-            if self._take_token():
+            if self._texts.take():
                 out["text"] = self._redact(data[: self._max_text_bytes].decode("utf-8", errors="replace"))
             else:
                 out["text_omitted"] = True
@@ -71,16 +67,6 @@ class LetterBody:
             nonce = os.urandom(_NONCE_BYTES)
             out["raw_encrypted"] = base64.b64encode(nonce + self._cipher.encrypt(nonce, kept, _AAD)).decode("ascii")
         return out
-
-    def _take_token(self) -> bool:
-        with self._lock:
-            now = self._clock()
-            self._tokens = min(self._burst, self._tokens + (now - self._last) * self._rate)
-            self._last = now
-            if self._tokens < 1:
-                return False
-            self._tokens -= 1
-            return True
 
 
 def decrypt_raw(raw_key: bytes, raw_encrypted: str) -> bytes:

@@ -57,6 +57,11 @@ class Thresholds:
         return builders.ThresholdsConfig().mode(schema.ThresholdsMode.ABSOLUTE).steps(steps)
 
 
+# the metrics whose series carry a trace id as an exemplar (exporters/prometheus.py)
+WITH_EXEMPLARS = ("ragmon_permission_violations_total", "ragmon_stale_passages_served_total",
+                  "ragmon_unsupported_citations_total", "ragmon_stage_latency_seconds")
+
+
 @dataclass
 class Panel:
     """One panel: its queries as (PromQL, legend); a stat needs :class:`Thresholds`."""
@@ -84,6 +89,8 @@ class Panel:
                      .datasource(DATASOURCE))
             if self.kind == "table":  # one row per series, as it is now
                 query = query.instant().format(prometheus_schema.PromQueryFormat.TABLE)
+            elif self.kind == "timeseries" and any(name in expr for name in WITH_EXEMPLARS):
+                query = query.exemplar(True)  # the trace behind a point, as a dot that links to it
             panel = panel.with_target(query)
         return panel
 

@@ -117,6 +117,7 @@ class Metrics:
         # fed by the sampling decisions, the probes, the jobs, the Kafka source and the alert dispatcher
         self.samples = made["ragmon_samples_total"]
         self.samples_dropped = made["ragmon_samples_dropped_total"]
+        self.findings = made["ragmon_findings_total"]
         self.probe_failures = made["ragmon_probe_failures_total"]
         self.consumer_lag = made["ragmon_consumer_lag_messages"]
         self.consumer_group_lag = made["ragmon_consumer_group_lag_messages"]

@@ -45,6 +45,9 @@ class _Slot:
         self.empty_keyword = m.empty_keyword.labels(tenant, index)
 
 
+MAX_EXEMPLAR_ID = 100  # OpenMetrics bounds an exemplar's label names and values to 128 characters
+
+
 class PrometheusSink:
     """Counts each observation's signals and sampling decisions into the instruments."""
 
@@ -63,7 +66,9 @@ class PrometheusSink:
                 self._m.samples_dropped.labels(reason).inc()
         signals = observation.signals
         if isinstance(signals, TraceSignals):
-            self._trace(signals)
+            trace_id = getattr(observation.event, "trace_id", "")
+            # an exemplar's labels hold at most 128 characters; a longer id is left out, not cut
+            self._trace(signals, {"trace_id": trace_id} if 0 < len(trace_id) <= MAX_EXEMPLAR_ID else None)
         elif isinstance(signals, FeedbackSignals):
             trace = signals.trace
             tenant, index = (self._m.tenant(trace.tenant), self._m.index(trace.index)) if trace else (UNKNOWN, UNKNOWN)
@@ -102,21 +107,24 @@ class PrometheusSink:
                     key, (self._m.low_score.labels(*key), self._m.empty.labels(*key), self._m.top_score.labels(*key)))
         return children
 
-    def _trace(self, s: TraceSignals) -> None:
+    def _trace(self, s: TraceSignals, exemplar: dict[str, str] | None) -> None:
+        """Counts the trace's signals. ``exemplar`` (its trace id) goes with the leak, stale-served
+        and unsupported-citation counters and the latency histograms, shown by an OpenMetrics
+        scrape, so that a panel links a spike to a trace (``GET /api/v1/traces/{id}``)."""
         slot = self._slot(s.tenant, s.index)
         slot.answers[s.outcome].inc()
         if not s.has_caller:
             self._m.without_caller.labels(self._m.tenant(s.tenant)).inc()
         if s.access.candidates:
-            slot.violations["candidates"].inc(s.access.candidates)
+            slot.violations["candidates"].inc(s.access.candidates, exemplar)
         if s.access.context:
-            slot.violations["context"].inc(s.access.context)
+            slot.violations["context"].inc(s.access.context, exemplar)
         if s.access.unknown_acl:
             slot.unknown_acl.inc(s.access.unknown_acl)
         if s.stale.candidates:
-            slot.stale["candidates"].inc(s.stale.candidates)
+            slot.stale["candidates"].inc(s.stale.candidates, exemplar)
         if s.stale.context:
-            slot.stale["context"].inc(s.stale.context)
+            slot.stale["context"].inc(s.stale.context, exemplar)
         for finding in s.retrievals:
             low, empty, top = self._retriever(s.tenant, s.index, finding.retriever)
             if finding.low:
@@ -134,14 +142,14 @@ class PrometheusSink:
         if s.mixed_embeddings:
             slot.mixed.inc()
         if s.unsupported_citations:
-            slot.unsupported.inc(s.unsupported_citations)
+            slot.unsupported.inc(s.unsupported_citations, exemplar)
         if s.rephrase_of is not None:
             self._slot(s.rephrase_of.tenant, s.rephrase_of.index).rephrases.inc()
         if s.latency is not None:
             for stage in LATENCY_STAGES:
                 value = getattr(s.latency, stage)
                 if value is not None:
-                    slot.latency[stage].observe(value / 1000.0)
+                    slot.latency[stage].observe(value / 1000.0, exemplar)
         if s.usage is not None:
             if s.usage.input_tokens:
                 slot.tokens["input"].inc(s.usage.input_tokens)

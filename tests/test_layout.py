@@ -17,6 +17,7 @@ ALLOWED: dict[str, tuple[str, ...]] = {
     "ragmon.monitor.core": ("ragmon.monitor.core", *CONFIG_BASE),
     "ragmon.monitor.labeling": ("ragmon.monitor.labeling", "ragmon.monitor.core", *CONFIG_BASE),
     "ragmon.monitor.storage": ("ragmon.monitor.storage", "ragmon.monitor.core"),
+    "ragmon.monitor.findings": ("ragmon.monitor.findings", "ragmon.monitor.core", "ragmon.monitor.labeling.redact"),
     "ragmon.monitor.config": ("ragmon.monitor.config", "ragmon.monitor.labeling.redact",
                               "ragmon.monitor.labeling.sampling"),
     "ragmon.collectors": ("ragmon.collectors", "ragmon.monitor.core", "ragmon.monitor.config"),

@@ -19,8 +19,10 @@ from rich.table import Table
 from ragmon.collectors.files import JsonlSource, SourceStopped
 from ragmon.monitor.app import logs
 from ragmon.monitor.app.cli_eval import eval_command
+from ragmon.monitor.app.cli_findings import findings, trace
 from ragmon.monitor.app.cli_labels import labels
 from ragmon.monitor.app.cli_samples import samples
+from ragmon.monitor.app.findings_view import ReadView
 from ragmon.monitor.app.wiring import (
     build_jobs,
     build_otlp,
@@ -81,6 +83,7 @@ def _http_options(settings: Settings, host: str) -> dict:
             "catalog_token": http.catalog_token.get_secret_value() if http.catalog_token else None,
             "guard_catalog": not is_loopback(host),
             "metrics_token": http.metrics_token.get_secret_value() if http.metrics_token else None,
+            "read_token": reader.get_secret_value() if (reader := http.read_token or http.token) else None,
             "allowed_origins": http.allowed_origins, "max_body_bytes": http.max_body_bytes,
             "max_records": http.max_records_per_request, "max_pending": http.max_pending_requests,
             "body_timeout": http.body_timeout_seconds, "max_inflight_bytes": http.max_inflight_bytes,
@@ -301,9 +304,11 @@ def serve(ctx: click.Context, host: str | None, port: int | None) -> None:
 
     app = build_app(runtime.pipeline.process, runtime.registry, ready, **_http_options(settings, host),
                     on_startup=start_sources, on_shutdown=stop, otlp=otlp,
-                    observe_request=runtime.metrics.http_requests.observe)
+                    observe_request=runtime.metrics.http_requests.observe,
+                    read_api=ReadView(runtime.findings, runtime.samples, runtime.clock))
     kafka = f", consuming {settings.kafka.traces_topic}" if settings.kafka.bootstrap_servers else ""
-    routes = "POST /v1/events" + (", POST /v1/traces" if otlp is not None else "") + ", GET /metrics, /healthz, /readyz"
+    routes = ("POST /v1/events" + (", POST /v1/traces" if otlp is not None else "")
+              + ", GET /metrics, /healthz, /readyz, /api/v1/findings, /api/v1/traces/{id}")
     errors.print(f"ragmon serving on {_scheme(settings)}://{host}:{port}{kafka} ({routes})")
     server = uvicorn.Server(uvicorn.Config(app, host=host, port=port, log_config=None, access_log=False,
                                            timeout_graceful_shutdown=30, **_tls_options(settings)))
@@ -562,6 +567,8 @@ def db_upgrade(ctx: click.Context) -> None:
 
 main.add_command(eval_command)
 main.add_command(samples)
+main.add_command(findings)
+main.add_command(trace)
 main.add_command(labels)
 
 if __name__ == "__main__":

@@ -3,7 +3,11 @@ built from them, each failing as a usage error that names the setting."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import click
+from sqlalchemy import Engine
+from sqlalchemy.engine import make_url
 
 from ragmon.exporters.label_studio import LabelStudio
 from ragmon.monitor.config.settings import ConfigError, Settings, load_settings
@@ -24,6 +28,20 @@ def store_of(settings: Settings) -> SampleStore:
     engine = make_engine(settings.database.url)
     prepare(engine)
     return SampleStore(engine)
+
+
+def existing_engine_of(settings: Settings) -> Engine:
+    """The configured database for a command that only reads: a SQLite file that does not exist
+    is a usage error naming it (reading in the wrong directory must not create an empty database
+    and report nothing); an existing one is migrated in place, as ``serve`` would."""
+    url = make_url(settings.database.url)
+    if url.get_backend_name() == "sqlite" and url.database not in (None, "", ":memory:") and not Path(
+            url.database).exists():
+        raise click.UsageError(f"no ragmon database at {url.database} (database.url): run this where `ragmon serve` "
+                               "runs, or point --config or RAGMON_DATABASE__URL at its database")
+    engine = make_engine(settings.database.url)
+    prepare(engine)
+    return engine
 
 
 def label_studio_of(settings: Settings) -> LabelStudio:

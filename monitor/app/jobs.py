@@ -53,6 +53,8 @@ class Jobs:
     push: Push | None = None  # the weekly batch into Label Studio, when configured
     reload_catalog: Callable[[], None] | None = None  # a scheduler process of its own reads the catalog table
     tracer: JobTracer | None = None  # a span per run, when ragmon traces itself
+    prune_findings: Callable[[float], int] | None = None  # (before) -> deleted findings
+    findings_retention_days: float = 14.0
 
     def run(self, job_id: str) -> bool:
         """Run one job by id, logging and counting the outcome; True when it succeeded."""
@@ -113,14 +115,17 @@ class Jobs:
         return results
 
     def retention(self) -> str:
-        """Delete unlabeled samples and dead letters older than their retention."""
+        """Delete unlabeled samples, dead letters and findings older than their retention."""
         now = self.clock()
         samples = self.samples.delete_unlabeled_before(now - self.config.sample_retention_days * 86400)
         letters = (self.prune_dead_letters(now - self.config.dead_letter_retention_days * 86400)
                    if self.prune_dead_letters is not None else 0)
+        findings = (self.prune_findings(now - self.findings_retention_days * 86400)
+                    if self.prune_findings is not None else 0)
         self.metrics.retention_deleted.labels("samples").inc(samples)
         self.metrics.retention_deleted.labels("dead_letters").inc(letters)
-        return f"{samples} unlabeled samples and {letters} dead letters deleted"
+        self.metrics.retention_deleted.labels("findings").inc(findings)
+        return f"{samples} unlabeled samples, {letters} dead letters and {findings} findings deleted"
 
     def _record_probes(self, results: Sequence[ProbeResult], now: float) -> None:
         """Probe results into the metrics and the pushed alerts; one log line per failure, naming

@@ -115,6 +115,8 @@ class Simulator:
     callers: dict[str, list[Caller]] = field(init=False)
     #: ground truth of what the incidents injected, e.g. ("leak_context", tenant, index) -> traces
     injected: Counter = field(init=False)
+    #: ground truth: the ids of the traces given a passage their caller may not read
+    leaked_traces: list[str] = field(init=False, default_factory=list)
 
     def __post_init__(self) -> None:
         self.rng = random.Random(self.seed)
@@ -231,9 +233,11 @@ class Simulator:
         context = context[: self.context_size]
         for p in bm25 + vector:
             del p["_doc"], p["_chunk"]
+        trace_id = f"{self.seed:x}{self._serial:010x}"
         for incident in incidents:
             if incident.kind == "leak" and rng.random() < incident.rate:
                 self._leak(caller, docs, vector, context)
+                self.leaked_traces.append(trace_id)
         abstain_probability = next((i.rate for i in incidents if i.kind == "no_answer_spike"),
                                    self.abstain_probability)
         abstained = rng.random() < abstain_probability or not context
@@ -241,7 +245,7 @@ class Simulator:
         trace = self._emitter.start_trace(
             query, index=index, caller=caller.id, groups=caller.groups, tenant=caller.tenant,
             conversation=f"{caller.id}-c{self._serial // 7}", index_version="2026-11-17",
-            trace_id=f"{self.seed:x}{self._serial:010x}")
+            trace_id=trace_id)
         trace.add_retrieval("bm25", bm25).add_retrieval("vector", vector).set_context(context)
         if abstained:
             trace.set_answer(rng.choice(REFUSALS), abstained=True)

@@ -40,6 +40,8 @@ from ragmon.monitor.core.errors import Retryable
 from ragmon.monitor.core.pipeline import DeadLetterSink, Pipeline, PipelineStats, Sink, Stages
 from ragmon.monitor.core.private_files import open_private
 from ragmon.monitor.core.signals import SignalEngine
+from ragmon.monitor.findings.sink import FindingsSink
+from ragmon.monitor.findings.store import FindingsStore
 from ragmon.monitor.labeling.redact import Redactor
 from ragmon.monitor.labeling.sample_store import SampleStore
 from ragmon.monitor.labeling.sampler import Sampler, SampleWriter
@@ -110,7 +112,8 @@ def build_jobs(runtime: Runtime, standalone: bool = False) -> Jobs:
     prune = runtime.dead_letters.prune if isinstance(runtime.dead_letters, JsonlDeadLetterSink) else None
     return Jobs(settings.scheduler, settings.sampling.time_zone, settings.probes.probes, runtime.samples,
                 runtime.catalog, runtime.metrics, runtime.alerts, prune, runtime.clock, retrieve, push, reload,
-                tracer=runtime.telemetry.jobs if runtime.telemetry is not None else None)
+                tracer=runtime.telemetry.jobs if runtime.telemetry is not None else None,
+                prune_findings=runtime.findings.prune, findings_retention_days=settings.findings.retention_days)
 
 
 def build_scheduler(runtime: Runtime, jobs: Jobs) -> SchedulerRunner:
@@ -306,6 +309,7 @@ class Runtime:
     pipeline: Pipeline
     samples: SampleStore
     dead_letters: DeadLetterSink
+    findings: FindingsStore
     alerts: AlertDispatcher | None = None  # the direct push, when a target is configured
     telemetry: SelfTelemetry | None = None  # ragmon's own spans, when telemetry.otlp_endpoint is set
 
@@ -367,7 +371,8 @@ def build_runtime(
     # a tenant, index or retriever name holding personal data or a secret is not exported as a label
     metrics = Metrics(registry, settings.labels, private=lambda name: redactor.redact(name) != name)
     register_scrape_time(metrics, stats, catalog, clock, sample_queue=samples.counts_by_status)
-    signals = SignalEngine(settings.signals, catalog)
+    signals = SignalEngine(settings.signals, catalog, explain=settings.findings.enabled)
+    findings = FindingsStore(engine)
     dead_letters = _dead_letters(settings, clock, metrics, _letter_body(settings, key, redactor))
     decoder = Decoder(settings.limits, clock)
     sampler = Sampler(settings.sampling, redactor, decoder=decoder, recent_traces=settings.sampling.late_window_traces)
@@ -378,6 +383,7 @@ def build_runtime(
         decoder,
         [CatalogPersistence(engine, catalog),
          SampleWriter(samples, settings.sampling, _publisher(settings), report=prometheus.count_admission), prometheus,
+         *([_findings_sink(settings, findings, redactor, clock, metrics)] if settings.findings.enabled else []),
          *([AlertSink(alerts)] if alerts is not None else []), *extra_sinks],
         dead_letters,
         clock,
@@ -390,7 +396,13 @@ def build_runtime(
     log.info("runtime ready: %d documents and %d index entries in the catalog",
              len(catalog.documents), len(catalog.indexed))
     return Runtime(settings, clock, engine, catalog, signals, registry, metrics, pipeline, samples, dead_letters,
-                   alerts, telemetry)
+                   findings, alerts, telemetry)
+
+
+def _findings_sink(settings: Settings, store: FindingsStore, redactor: Redactor, clock: Callable[[], float],
+                   metrics: Metrics) -> FindingsSink:
+    return FindingsSink(store, redactor, settings.findings.per_signal_per_second, clock,
+                        count=lambda signal, outcome, n: metrics.findings.labels(signal, outcome).inc(n))
 
 
 def _telemetry(settings: Settings, command: str, metrics: Metrics, exporter: Any) -> SelfTelemetry | None:

@@ -112,6 +112,19 @@ class DedupeConfig(ConfigSection):
                                    "only. 0 turns this off.")
 
 
+class FindingsConfig(ConfigSection):
+    """The findings store: for every trace whose signals fired, which passages broke which rule, in
+    words (`GET /api/v1/findings`, `ragmon findings list`, `ragmon trace show`). Ids and rules only:
+    no query or passage text; ids and principals pass through the redactor."""
+
+    enabled: bool = Field(True, description="Keep findings. Off: the API and the commands find none.")
+    per_signal_per_second: PositiveFloat = Field(
+        20.0, description="Findings kept per second for each signal, after a burst of ten seconds' worth; the "
+        "rest are counted in `ragmon_findings_dropped_total{reason=\"rate_limited\"}`.")
+    retention_days: PositiveFloat = Field(14.0, description="Findings older than this are deleted by the "
+                                          "scheduler's `retention` job.")
+
+
 class CatalogConfig(ConfigSection):
     """Bounds on the in-memory catalog: a new document or index entry beyond them is rejected as
     `catalog_full` (dead-lettered and counted); changes to known ones still apply."""

@@ -32,7 +32,7 @@ from pydantic import (
 )
 
 from ragmon.monitor.config.alerting import AlertsConfig
-from ragmon.monitor.config.pipeline import CatalogConfig, DedupeConfig, Limits, SignalsConfig
+from ragmon.monitor.config.pipeline import CatalogConfig, DedupeConfig, FindingsConfig, Limits, SignalsConfig
 from ragmon.monitor.config.scheduling import ProbesConfig, SchedulerConfig
 from ragmon.monitor.config.section import ConfigSection, HttpUrlText
 from ragmon.monitor.config.telemetry import TelemetryConfig
@@ -143,6 +143,9 @@ class HttpConfig(ConfigSection):
         "Without it, catalog events over HTTP are refused (`not_permitted`) whenever `host` is not loopback; "
         "the Kafka catalog topic is trusted by its own ACLs.")
     metrics_token: SecretStr | None = Field(None, description="Bearer token required on /metrics, if set.")
+    read_token: SecretStr | None = Field(
+        None, description="Bearer token required on the read API (`/api/v1/findings`, `/api/v1/traces/…`). Without "
+        "it, the read API wants `token` when that is set, and is open only when no token is set at all.")
     allowed_origins: list[str] = Field(
         default_factory=list, description="Browser origins (`https://app.example`) whose requests are accepted; "
         "any other request carrying an `Origin` header is refused (403).")
@@ -327,6 +330,7 @@ class Settings(ConfigSection):
     limits: Limits = Limits()
     dedupe: DedupeConfig = DedupeConfig()
     catalog: CatalogConfig = CatalogConfig()
+    findings: FindingsConfig = FindingsConfig()
     dead_letter: DeadLetterConfig = DeadLetterConfig()
     database: DatabaseConfig = DatabaseConfig()
     signals: SignalsConfig = SignalsConfig()

@@ -181,7 +181,7 @@ class Redactor:
                 done[id(p)] = structs.replace(
                     p, id=self.redact(p.id), doc_id=text(p.doc_id), doc_version=text(p.doc_version),
                     text=text(p.text), embedding_model=text(p.embedding_model),
-                    acl=None if p.acl is None else [self._principal(principal) for principal in p.acl])
+                    acl=None if p.acl is None else [self.principal(principal) for principal in p.acl])
             return done[id(p)]
 
         changes: dict[str, Any] = {
@@ -202,7 +202,7 @@ class Redactor:
         if trace.caller is not None:
             changes["caller"] = structs.replace(
                 trace.caller, id=None if trace.caller.id is None else self.pseudonymize_caller(trace.caller.id),
-                groups=[self._principal(group) for group in trace.caller.groups])
+                groups=[self.principal(group) for group in trace.caller.groups])
         if trace.conversation_id is not None:
             changes["conversation_id"] = self.pseudonymize_conversation(trace.conversation_id)
         return msgspec.to_builtins(structs.replace(trace, **changes))
@@ -210,7 +210,7 @@ class Redactor:
     def _optional(self, text: str | None) -> str | None:
         return None if text is None else self.redact(text)
 
-    def _principal(self, principal: str) -> str:
+    def principal(self, principal: str) -> str:
         """``user:`` principals become pseudonyms; other principals (``group:``, ``tenant:``) pass
         through the detectors (a group may be named after a person)."""
         if principal.startswith("user:"):
@@ -251,7 +251,7 @@ class Redactor:
         if rule == "conversation":
             return self.pseudonymize_conversation(value)
         if rule == "principal":
-            return self._principal(value)
+            return self.principal(value)
         return value if rule == "keep" else self.redact(value)
 
 

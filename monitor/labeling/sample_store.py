@@ -275,6 +275,11 @@ class SampleStore:
             session.commit()
             return result.rowcount or 0
 
+    def find_one(self, trace_id: str) -> Sample | None:
+        """The sample of ``trace_id``, if one is stored."""
+        with Session(self._engine) as session:
+            return session.get(Sample, trace_id)
+
     def counts_by_status(self) -> dict[str, int]:
         with Session(self._engine) as session:
             rows = session.exec(select(Sample.status, func.count()).group_by(Sample.status)).all()

@@ -250,9 +250,13 @@ def test_payloads_hold_counts_ids_and_links_and_nothing_else(config):
     d.run_once()
     for body in (hook.bodies[0]["alerts"][0], manager.bodies[0][0]):
         assert set(body["labels"]) == {"alertname", "severity", "tenant", "index"}
-        expected = {"summary", "description", "runbook_url", "count", "trace_ids", "doc_ids"}
+        expected = {"summary", "description", "runbook_url", "count", "trace_ids", "doc_ids", "findings_query",
+                    "findings_command"}
         assert set(body["annotations"]) == expected | ({"dashboard_url"} if config else set())
         assert "MARKER" not in json.dumps(body)
+        tenant, index = body["labels"]["tenant"], body["labels"]["index"]
+        assert body["annotations"]["findings_query"] == (
+            f"/api/v1/findings?signal=permission_violation&tenant={tenant}&index={index}")
         assert body["annotations"]["doc_ids"] == "doc-secret"  # what reached the model, not what was filtered
 
 

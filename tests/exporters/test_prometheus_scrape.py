@@ -58,6 +58,9 @@ def feed(url: str) -> dict:
         "kinds": kinds,
         "rejected": Counter(CORRUPTIONS.values()),
         "injected": simulator.injected,
+        "leaked_traces": set(simulator.leaked_traces),
+        "trace_ids": {e["trace_id"] for e in traces},
+        "started": time.time(),
         "input_tokens": sum(e["usage"]["input_tokens"] for e in traces),
         "retrieval_lists": sum(1 for e in traces for r in e["retrievals"] if r["passages"]),
         "empty_bm25": sum(1 for e in traces for r in e["retrievals"] if r["retriever"] == "bm25" and not r["passages"]),
@@ -124,6 +127,20 @@ def test_permission_violations_exactly_as_injected(promql, served):
     assert context == {(("index", "handbook"), ("tenant", "globex")): leaked}
     assert promql.scalar('sum(ragmon_permission_violations_total{stage="candidates"})') == leaked
     assert promql.scalar("sum(ragmon_unknown_acl_passages_total)") == 0
+
+
+def test_exemplars_link_leaks_and_latencies_to_their_traces(promql, served, prometheus):
+    """Prometheus scrapes OpenMetrics (its default first choice) and stores the exemplars: the
+    leak counter's point at traces the simulator made leak, the latency histogram's at its traces."""
+    _, facts = served
+    window = (facts["started"] - 3600, time.time() + 60)
+    leaks = prometheus.query_exemplars('ragmon_permission_violations_total{stage="context"}', *window)
+    linked = {e["labels"]["trace_id"] for series in leaks for e in series["exemplars"]}
+    assert linked and linked <= facts["leaked_traces"]
+    assert {series["seriesLabels"]["tenant"] for series in leaks} == {"globex"}
+    latencies = prometheus.query_exemplars('ragmon_stage_latency_seconds_bucket{stage="total"}', *window)
+    assert {e["labels"]["trace_id"] for series in latencies for e in series["exemplars"]} <= facts["trace_ids"]
+    assert latencies
 
 
 def test_staleness_and_stale_passages(promql, served):

@@ -24,6 +24,7 @@ from ragmon.monitor.app.wiring import build_jobs, build_runtime
 from ragmon.monitor.config.scheduling import ProbeConfig, SchedulerConfig
 from ragmon.monitor.config.settings import load_settings
 from ragmon.monitor.core.records import RawRecord
+from ragmon.monitor.findings.store import FindingQuery
 from ragmon.monitor.labeling.sample_store import NewSample, SampleStore
 from ragmon.monitor.labeling.weeks import previous_week_of
 
@@ -102,10 +103,21 @@ def test_a_failing_job_is_logged_and_counted_and_does_not_raise(tmp_path, caplog
     runtime.close()
 
 
-def test_retention_deletes_old_unlabeled_samples_and_old_dead_letters(tmp_path):
+def test_retention_deletes_old_unlabeled_samples_old_dead_letters_and_old_findings(tmp_path):
     clock = Clock(datetime(2026, 11, 30, 4, tzinfo=BERLIN))
     runtime = runtime_for(tmp_path, clock, RAGMON_SCHEDULER__SAMPLE_RETENTION_DAYS="30",
-                          RAGMON_SCHEDULER__DEAD_LETTER_RETENTION_DAYS="7")
+                          RAGMON_SCHEDULER__DEAD_LETTER_RETENTION_DAYS="7", RAGMON_FINDINGS__RETENTION_DAYS="14")
+
+    def abstained(trace_id: str, days_ago: float) -> None:  # a trace with one finding, stored that long ago
+        at = clock.now
+        clock.now = at - days_ago * 86400
+        runtime.pipeline.process([RawRecord("file", json.dumps({
+            "type": "trace", "trace_id": trace_id, "time": clock.now, "tenant": "acme", "index": {"name": "hr"},
+            "query": "q", "answer": {"text": "-", "abstained": True}}).encode())])
+        clock.now = at
+
+    abstained("old-finding", 20)
+    abstained("new-finding", 1)
     old = SampleStore(runtime.engine, clock=lambda: clock.now - 40 * 86400)
     old.upsert([sample("old-queued", "2026-W40", 0), sample("old-labeled", "2026-W40", 0),
                 sample("old-exported", "2026-W40", 0)])
@@ -132,6 +144,8 @@ def test_retention_deletes_old_unlabeled_samples_and_old_dead_letters(tmp_path):
     assert len(letters.path.read_text().splitlines()) == 3
     assert metric_sum(runtime.registry, "ragmon_retention_deleted_total", kind="samples") == 1
     assert metric_sum(runtime.registry, "ragmon_retention_deleted_total", kind="dead_letters") == 1
+    assert metric_sum(runtime.registry, "ragmon_retention_deleted_total", kind="findings") == 1
+    assert [row.trace_id for row in runtime.findings.find(FindingQuery())] == ["new-finding"]
     runtime.close()
 
 

@@ -376,7 +376,7 @@ class Prometheus(Service):
         self.check_config()
         self._spawn(["prometheus", f"--config.file={self.config_path}", f"--storage.tsdb.path={self.dir / 'data'}",
                      f"--web.listen-address=127.0.0.1:{self.port}", "--web.enable-lifecycle",
-                     "--log.level=warn"])
+                     "--enable-feature=exemplar-storage", "--log.level=warn"])
         self._wait_until(lambda: http_get(f"{self.url}/-/ready") is not None, "ready")
 
     def check_config(self) -> str:
@@ -395,6 +395,16 @@ class Prometheus(Service):
         if body.get("status") != "success":
             raise ServiceError(f"query {promql!r} failed: {body}")
         return body["data"]["result"]
+
+    def query_exemplars(self, promql: str, start: float, end: float) -> list[dict]:
+        """The exemplars stored for the series ``promql`` selects between ``start`` and ``end``."""
+        from urllib.parse import urlencode
+
+        body = json.loads(http_get(f"{self.url}/api/v1/query_exemplars?"
+                                   f"{urlencode({'query': promql, 'start': start, 'end': end})}"))
+        if body.get("status") != "success":
+            raise ServiceError(f"exemplar query {promql!r} failed: {body}")
+        return body["data"]
 
 
 class Alertmanager(Service):

@@ -7,6 +7,7 @@ from ragmon.monitor.core.catalog import Catalog
 from ragmon.monitor.core.model import Event, FeedbackEvent, IndexEvent, TraceEvent, partition_key
 from ragmon.monitor.core.signals.access import permission_violations
 from ragmon.monitor.core.signals.context import duplicate_slots, mixed_embeddings, unsupported_citations
+from ragmon.monitor.core.signals.explain import explain_trace
 from ragmon.monitor.core.signals.freshness import stale_passages
 from ragmon.monitor.core.signals.memory import RecentTraces, RephraseDetector
 from ragmon.monitor.core.signals.outcome import answer_outcome, compile_refusals
@@ -22,8 +23,11 @@ class SignalEngine:
     Not thread-safe as a whole: the pipeline calls it for one batch at a time.
     """
 
-    def __init__(self, config: SignalsConfig, catalog: Catalog) -> None:
+    def __init__(self, config: SignalsConfig, catalog: Catalog, explain: bool = True) -> None:
+        """``explain``: also put each trace's findings in words (``TraceSignals.findings``, for
+        the findings store); they cost only the traces on which a signal fired."""
         self.catalog = catalog
+        self._explain = explain
         self._config = config
         self._refusals = compile_refusals(config.refusal_patterns)
         self._keyword = frozenset(name.lower() for name in config.keyword_retrievers)
@@ -57,7 +61,7 @@ class SignalEngine:
         ref = TraceRef(trace.trace_id, trace.tenant, trace.index.name, trace.time)
         self.recent.remember(ref)
         duplicate_passages, duplicate_versions = duplicate_slots(context)
-        return TraceSignals(
+        signals = TraceSignals(
             tenant=trace.tenant,
             index=trace.index.name,
             has_caller=trace.caller is not None and bool(trace.caller.id or trace.caller.groups),
@@ -73,6 +77,9 @@ class SignalEngine:
             latency=trace.latency_ms,
             usage=trace.usage,
         )
+        if self._explain:
+            signals.findings = explain_trace(trace, signals, self.catalog)
+        return signals
 
     def _rephrase(self, trace: TraceEvent, ref: TraceRef) -> TraceRef | None:
         key = partition_key(trace.caller.id if trace.caller is not None else None, trace.conversation_id)

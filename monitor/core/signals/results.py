@@ -4,10 +4,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from enum import StrEnum
+from typing import TYPE_CHECKING
 
 import msgspec
 
 from ragmon.monitor.core.model import Latency, Usage
+
+if TYPE_CHECKING:
+    from ragmon.monitor.core.signals.explain import Finding
 
 MAX_IDS = 10  # ids kept per finding for alerts (docs/alerts.md: up to 10 trace and document ids)
 
@@ -58,6 +62,10 @@ class RetrievalFinding:
     low: bool
     empty: bool
     keyword: bool
+    # for a low score: the limit it fell below, and whether that is a configured threshold (else
+    # the trailing percentile); words for the findings, not part of what the signal is
+    limit: float | None = field(default=None, compare=False)
+    configured: bool = field(default=False, compare=False)
 
 
 @dataclass(slots=True)
@@ -76,6 +84,8 @@ class TraceSignals:
     rephrase_of: TraceRef | None
     latency: Latency | None
     usage: Usage | None
+    # which passages broke which rule, in words (signals/explain.py); empty when nothing fired
+    findings: list[Finding] = field(default_factory=list, compare=False)
 
     @property
     def empty_keyword_side(self) -> bool:

@@ -86,13 +86,15 @@ def retrieval_findings(
         name = retrieval.retriever
         top = top_score([p.score for p in retrieval.passages])
         low = False
+        limit = configured.get(name)
+        fixed = limit is not None
         if top is not None:
-            limit = configured.get(name)
             if limit is None:
                 limit = baselines.threshold((index, name))
                 baselines.observe((index, name), top)
             low = limit is not None and top < limit
-        findings.append(RetrievalFinding(name, top, low, not retrieval.passages, is_keyword(name, keyword_retrievers)))
+        findings.append(RetrievalFinding(name, top, low, not retrieval.passages, is_keyword(name, keyword_retrievers),
+                                         limit if low else None, fixed and low))
     return findings
 
 

@@ -1,0 +1,103 @@
+"""``ragmon findings list`` and ``ragmon trace show``: what fired on which trace, in words, read
+from the database ``serve`` writes (the same views as ``GET /api/v1/findings`` and
+``GET /api/v1/traces/{trace_id}``)."""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from datetime import UTC, datetime
+
+import click
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
+
+from ragmon.monitor.app.cli_context import existing_engine_of, settings_of
+from ragmon.monitor.app.findings_view import findings_page, trace_view
+from ragmon.monitor.core.signals.explain import FindingSignal
+from ragmon.monitor.findings.query import MAX_LIMIT, QueryError
+from ragmon.monitor.findings.store import FindingsStore
+from ragmon.monitor.labeling.sample_store import SampleStore
+
+WIDE = 100_000  # columns when stdout is not a terminal: rows are never folded, so a script can grep them
+
+
+def _console() -> Console:
+    return Console() if sys.stdout.isatty() else Console(width=WIDE)
+OUTPUT = click.option("-o", "--output", type=click.Choice(["table", "json"]), default="table", show_default=True,
+                      help="A table, or JSON on stdout.")
+
+
+@click.group()
+def findings() -> None:
+    """Which passages of which trace broke which rule."""
+
+
+@findings.command("list")
+@click.option("--signal", type=click.Choice([s.value for s in FindingSignal]), help="Only this signal.")
+@click.option("--tenant", help="Only this tenant.")
+@click.option("--index", help="Only this index.")
+@click.option("--since", help="Only traces since then: 30m, 24h, 7d, an ISO-8601 time or Unix seconds.")
+@click.option("--limit", type=click.IntRange(1, MAX_LIMIT), default=50, show_default=True, help="Findings at most.")
+@OUTPUT
+@click.pass_context
+def list_findings(ctx: click.Context, signal: str | None, tenant: str | None, index: str | None, since: str | None,
+                  limit: int, output: str) -> None:
+    """The newest findings first, each with its rule in words."""
+    store = FindingsStore(existing_engine_of(settings_of(ctx)))
+    params = {name: value for name, value in (("signal", signal), ("tenant", tenant), ("index", index),
+                                               ("since", since), ("limit", str(limit))) if value}
+    try:
+        page = findings_page(store, params, time.time())
+    except QueryError as error:
+        raise click.UsageError(str(error)) from None
+    if output == "json":
+        click.echo(json.dumps(page))
+        return
+    _console().print(_table(page["findings"], f"{len(page['findings'])} findings, newest first"))
+
+
+@click.group()
+def trace() -> None:
+    """One trace as ragmon saw it."""
+
+
+@trace.command("show")
+@click.argument("trace_id")
+@OUTPUT
+@click.pass_context
+def show_trace(ctx: click.Context, trace_id: str, output: str) -> None:
+    """Every finding of TRACE_ID with its reason, and its sample if one was stored (redacted).
+    Exit 1 when ragmon holds neither."""
+    engine = existing_engine_of(settings_of(ctx))
+    view = trace_view(FindingsStore(engine), SampleStore(engine), trace_id)
+    if view is None:
+        click.echo(f"ragmon holds no finding and no sample of trace {trace_id}", err=True)
+        ctx.exit(1)
+    if output == "json":
+        click.echo(json.dumps(view))
+        return
+    console = _console()
+    console.print(_table(view["findings"], f"trace {trace_id}: {len(view['findings'])} findings", trace_column=False))
+    sample = view["sample"]
+    if sample is None:
+        console.print("no sample stored")
+    else:
+        console.print(f"sample: week {sample['week']}, {sample['status']}, strata {', '.join(sample['strata'])}")
+
+
+def _table(rows: list[dict], title: str, trace_column: bool = True) -> Table:
+    table = Table(title=Text(title))
+    columns = ["time", *(["trace id"] if trace_column else []), "tenant", "index", "signal", "stage", "documents",
+               "reason"]
+    for column in columns:
+        table.add_column(column, overflow="fold")
+    for row in rows:
+        documents = ", ".join(d["doc_id"] + (f"@{d['version']}" if d["version"] else "") for d in row["documents"])
+        when = datetime.fromtimestamp(row["time"], UTC).strftime("%Y-%m-%d %H:%M:%SZ")
+        cells = [when, *([row["trace_id"]] if trace_column else []), row["tenant"], row["index"], row["signal"],
+                 row["stage"] or "", documents, row["reason"]]
+        table.add_row(*(Text(cell) for cell in cells))  # Text: a `[group:x]` in a reason is not markup
+    return table

@@ -1,0 +1,248 @@
+"""Findings in words: for a trace whose signals fired, which passages broke which rule.
+
+The signals count; an on-call engineer paged by a count needs the trace, the passages, the
+documents and the rule. :func:`explain_trace` and :func:`explain_feedback` give one
+:class:`Finding` per signal (and stage) that fired, computed right after the signals against the
+same catalog, and only for traces where something fired, so the common trace costs nothing.
+
+A finding holds ids (passages, documents, versions, traces) and the rule in words. Its words are a
+template of ours: every string a sender chose (principals, tenants, versions) is a named term,
+filled in by the store after redaction (``user:`` principals become pseudonyms), so no caller id,
+query or passage text is ever written into one.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from enum import StrEnum
+
+from ragmon.monitor.core.catalog import Catalog
+from ragmon.monitor.core.model import FeedbackEvent, Passage, TraceEvent
+from ragmon.monitor.core.signals.access import EVERYONE, caller_principals
+from ragmon.monitor.core.signals.freshness import is_stale
+from ragmon.monitor.core.signals.results import (
+    MAX_IDS,
+    FeedbackSignals,
+    Outcome,
+    RetrievalFinding,
+    TraceRef,
+    TraceSignals,
+)
+
+
+class FindingSignal(StrEnum):
+    """The signals a finding names (the ``signal`` of ``GET /api/v1/findings``)."""
+
+    PERMISSION_VIOLATION = "permission_violation"
+    STALE_PASSAGE = "stale_passage"
+    UNSUPPORTED_CITATION = "unsupported_citation"
+    MIXED_EMBEDDING = "mixed_embedding"
+    DUPLICATE_SLOT = "duplicate_slot"
+    LOW_SCORE = "low_score"
+    ABSTAINED = "abstained"
+    EMPTY_CONTEXT = "empty_context"
+    REPHRASED = "rephrased"
+    NEGATIVE_FEEDBACK = "negative_feedback"
+
+
+@dataclass(slots=True)
+class Finding:
+    """One rule that fired on one trace, before redaction.
+
+    ``reason`` is a :meth:`str.format` template of ours; its ``{name}`` fields are filled from
+    ``principals`` (lists of principals, shown as ``[a, b]``) and ``terms`` (strings a sender
+    chose). ``stage``: ``candidates`` (any retrieval list) or ``context`` for the passage-level
+    signals, else None. ``documents``: (doc id, version or None), at most :data:`MAX_IDS`, like
+    ``passage_ids``. ``trace``: the trace the finding is about; for a rephrase and for feedback
+    that is an earlier trace than the event that revealed it."""
+
+    signal: FindingSignal
+    trace: TraceRef
+    reason: str
+    stage: str | None = None
+    passage_ids: list[str] = field(default_factory=list)
+    documents: list[tuple[str, str | None]] = field(default_factory=list)
+    principals: dict[str, list[str]] = field(default_factory=dict)
+    terms: dict[str, str] = field(default_factory=dict)
+
+
+def fired(signals: TraceSignals) -> bool:
+    """Whether any signal :func:`explain_trace` explains fired on the trace."""
+    return bool(signals.access.candidates or signals.access.context or signals.stale.candidates
+                or signals.stale.context or signals.unsupported_citations or signals.mixed_embeddings
+                or signals.duplicate_passages or signals.duplicate_doc_versions or signals.low_score
+                or signals.outcome in (Outcome.ABSTAINED, Outcome.EMPTY_CONTEXT) or signals.rephrase_of is not None)
+
+
+def explain_trace(trace: TraceEvent, signals: TraceSignals, catalog: Catalog) -> list[Finding]:
+    """The findings of a trace, from its signals, against the catalog they were judged by."""
+    if not fired(signals):
+        return []
+    ref = TraceRef(trace.trace_id, trace.tenant, trace.index.name, trace.time)
+    findings: list[Finding] = []
+    if signals.access.candidates or signals.access.context:
+        findings += _by_stage(FindingSignal.PERMISSION_VIOLATION, ref, trace, _access_rule(trace, catalog),
+                              catalog.document_of)
+    if signals.stale.candidates or signals.stale.context:
+        findings += _by_stage(FindingSignal.STALE_PASSAGE, ref, trace, _stale_rule(trace, catalog),
+                              catalog.document_of)
+    context = trace.final_context()
+    if signals.unsupported_citations:
+        present = {p.id for p in context}
+        missing = sorted(set(trace.answer.citations or []) - present) if trace.answer is not None else []
+        findings.append(Finding(FindingSignal.UNSUPPORTED_CITATION, ref,
+                                f"the answer cites {len(missing)} passage(s) that are not in the context",
+                                stage="context", passage_ids=missing[:MAX_IDS]))
+    if signals.mixed_embeddings:
+        models = sorted({p.embedding_model for p in context if p.embedding_model})
+        findings.append(Finding(FindingSignal.MIXED_EMBEDDING, ref, "the context mixes embedding models {models}",
+                                stage="context", principals={"models": models},
+                                passage_ids=[p.id for p in context if p.embedding_model][:MAX_IDS],
+                                documents=_documents(p for p in context if p.embedding_model)))
+    if signals.duplicate_passages or signals.duplicate_doc_versions:
+        findings.append(_duplicates(ref, context, signals))
+    for retrieval in signals.retrievals:
+        if retrieval.low:
+            findings.append(Finding(FindingSignal.LOW_SCORE, ref,
+                                    f"top score {retrieval.top_score:.4g} of retriever {{retriever}} is below "
+                                    f"{_limit_words(retrieval)}", terms={"retriever": retrieval.retriever}))
+    if signals.outcome is Outcome.ABSTAINED:
+        words = ("the application marked the answer as abstained" if trace.answer is not None and trace.answer.abstained
+                 else "the answer matches a configured refusal pattern")
+        findings.append(Finding(FindingSignal.ABSTAINED, ref, words))
+    elif signals.outcome is Outcome.EMPTY_CONTEXT:
+        findings.append(Finding(FindingSignal.EMPTY_CONTEXT, ref, "no passage reached the model"))
+    if signals.rephrase_of is not None:
+        earlier = signals.rephrase_of
+        findings.append(Finding(FindingSignal.REPHRASED, earlier,
+                                f"the caller asked again {max(0.0, trace.time - earlier.time):.0f} s later, "
+                                "in trace {later}", terms={"later": trace.trace_id}))
+    return findings
+
+
+def explain_feedback(event: FeedbackEvent, signals: FeedbackSignals) -> list[Finding]:
+    """A thumb down or an escalation, as a finding of the trace it is about (tenant and index
+    empty when that trace is no longer remembered)."""
+    if not (event.kind == "escalation" or (event.kind == "thumb" and event.value == "down")):
+        return []
+    ref = signals.trace or TraceRef(event.trace_id, "", "", event.time or 0.0)
+    words = "the caller escalated" if event.kind == "escalation" else "the caller gave a thumb down"
+    return [Finding(FindingSignal.NEGATIVE_FEEDBACK, ref, words)]
+
+
+# --- the rules, passage by passage --------------------------------------------------------------
+
+Rule = Callable[[Passage], tuple[str, dict[str, list[str]], dict[str, str]] | None]
+
+
+def _access_rule(trace: TraceEvent, catalog: Catalog) -> Rule:
+    """Why a passage may not be read by the caller, as ``permission_violations`` judges it: the
+    catalog's tenant and ACL first, the passage's own ACL when the catalog has no say."""
+    principals = caller_principals(trace)
+    caller = sorted(principals)
+
+    def why(passage: Passage):
+        doc_id = catalog.document_of(passage)
+        document = catalog.document(doc_id) if doc_id is not None else None
+        if document is not None and document.tenant != trace.tenant:
+            return ("the catalog puts the document in tenant {owner}; the caller is of tenant {tenant}", {},
+                    {"owner": document.tenant, "tenant": trace.tenant})
+        if document is not None and document.acl is not None:
+            if EVERYONE in document.acl or not principals.isdisjoint(document.acl):
+                return None
+            return "catalog ACL {acl} excludes the caller {caller}", {"acl": sorted(document.acl), "caller": caller}, {}
+        if passage.acl is None or EVERYONE in passage.acl or not principals.isdisjoint(passage.acl):
+            return None
+        return "passage ACL {acl} excludes the caller {caller}", {"acl": sorted(passage.acl), "caller": caller}, {}
+
+    return why
+
+
+def _stale_rule(trace: TraceEvent, catalog: Catalog) -> Rule:
+    """Why a passage is stale, as ``stale_passages`` judges it."""
+    index = trace.index.name
+
+    def why(passage: Passage):
+        if not is_stale(passage, catalog, index):
+            return None
+        doc_id = catalog.document_of(passage)
+        document = catalog.document(doc_id) if doc_id is not None else None
+        if document is None:
+            return "the source changed after the passage was indexed", {}, {}
+        if document.deleted:
+            return "the catalog records the document as deleted", {}, {}
+        served = passage.doc_version or catalog.indexed_version(index, doc_id) or ""
+        return ("version {served} was served; the catalog's current version is {current}", {},
+                {"served": served, "current": document.version})
+
+    return why
+
+
+def _by_stage(signal: FindingSignal, ref: TraceRef, trace: TraceEvent, rule: Rule,
+              document_of: Callable[[Passage], str | None]) -> list[Finding]:
+    """One finding per stage (candidates, context) with the passages the rule flags there. As in
+    ``flag_passages``, a passage id is flagged when any of its copies is, at every stage it appears
+    in. The words are those of the first flagged passage, and say how many other rules fired too."""
+    # without an explicit context, the last retrieval list is what reached the model
+    stages = {"candidates": [p for r in trace.retrievals for p in r.passages], "context": trace.final_context()}
+    why: dict[str, tuple] = {}
+    for passages in stages.values():
+        for passage in passages:
+            if passage.id not in why and (found := rule(passage)) is not None:
+                why[passage.id] = found
+    findings = []
+    for stage, passages in stages.items():
+        flagged = list({p.id: p for p in passages if p.id in why}.values())
+        if not flagged:
+            continue
+        reasons = list(dict.fromkeys(_hashable(why[p.id]) for p in flagged))
+        words, principals, terms = why[flagged[0].id]
+        if len(reasons) > 1:
+            words += f" (and {len(reasons) - 1} other rule(s))"
+        findings.append(Finding(signal, ref, words, stage=stage, passage_ids=[p.id for p in flagged][:MAX_IDS],
+                                documents=_documents(flagged, document_of), principals=principals, terms=terms))
+    return findings
+
+
+def _hashable(reason: tuple) -> tuple:
+    words, principals, terms = reason
+    return words, tuple((k, tuple(v)) for k, v in principals.items()), tuple(terms.items())
+
+
+def _duplicates(ref: TraceRef, context: list[Passage], signals: TraceSignals) -> Finding:
+    seen: set[str] = set()
+    repeated: list[Passage] = []
+    for passage in context:
+        if passage.id in seen:
+            repeated.append(passage)
+        seen.add(passage.id)
+    versions: dict[str, set[str]] = {}
+    for passage in context:
+        if passage.doc_id is not None and passage.doc_version is not None:
+            versions.setdefault(passage.doc_id, set()).add(passage.doc_version)
+    mixed = [p for p in context if p.doc_id is not None and len(versions.get(p.doc_id, ())) > 1]
+    return Finding(FindingSignal.DUPLICATE_SLOT, ref,
+                   f"{signals.duplicate_passages} context slot(s) repeat a passage, "
+                   f"{signals.duplicate_doc_versions} hold another version of a document already there",
+                   stage="context", passage_ids=list(dict.fromkeys(p.id for p in repeated + mixed))[:MAX_IDS],
+                   documents=_documents(repeated + mixed))
+
+
+def _documents(passages, document_of: Callable[[Passage], str | None] = lambda p: p.doc_id
+               ) -> list[tuple[str, str | None]]:
+    """(doc id, version) of the passages, distinct, in order, at most :data:`MAX_IDS`."""
+    out: list[tuple[str, str | None]] = []
+    for passage in passages:
+        doc_id = document_of(passage)
+        if doc_id is not None and (doc_id, passage.doc_version) not in out and len(out) < MAX_IDS:
+            out.append((doc_id, passage.doc_version))
+    return out
+
+
+def _limit_words(retrieval: RetrievalFinding) -> str:
+    if retrieval.limit is None:
+        return "its limit"
+    if retrieval.configured:
+        return f"the threshold configured for it, {retrieval.limit:.4g}"
+    return f"the trailing low percentile of its index and retriever, {retrieval.limit:.4g}"

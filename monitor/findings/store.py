@@ -1,0 +1,107 @@
+"""The findings table (SQLModel, migration 0005): one compact row per rule that fired on a trace.
+
+Rows hold ids, the signal, the stage and the rule in words, already redacted: no query or passage
+text. Each row has a key made of what produced it, so a retried batch or a Kafka redelivery
+stores it once (``INSERT … ON CONFLICT DO NOTHING``). Rows are read newest first, by their
+autoincrement id, which also serves as the paging cursor.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from sqlalchemy import JSON, Column, Engine, Table, Text, delete
+from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.exc import SQLAlchemyError
+from sqlmodel import Field, Session, SQLModel, col, select
+
+from ragmon.monitor.core.errors import Retryable
+
+_ROWS_PER_STATEMENT = 1000  # PostgreSQL takes at most 65,535 parameters in one statement
+
+
+class FindingRow(SQLModel, table=True):
+    __tablename__ = "finding"
+    id: int | None = Field(default=None, primary_key=True)
+    key: str = Field(max_length=64, unique=True)  # sha256 of what produced the row: stored once
+    trace_id: str = Field(max_length=256, index=True)
+    time: float  # the trace's time (Unix seconds)
+    recorded_at: float = Field(index=True)  # when it was stored: what retention goes by
+    tenant: str = Field(max_length=256)
+    index_name: str = Field(max_length=256)
+    caller: str = Field(default="", max_length=64)  # the caller's pseudonym, "" when the trace had none
+    signal: str = Field(max_length=32, index=True)
+    stage: str | None = Field(default=None, max_length=16)
+    passage_ids: list[str] = Field(default_factory=list, sa_column=Column(JSON, nullable=False))
+    documents: list[list[str | None]] = Field(default_factory=list, sa_column=Column(JSON, nullable=False))
+    reason: str = Field(sa_column=Column(Text, nullable=False))
+
+
+_TABLE: Table = FindingRow.__table__  # type: ignore[assignment]
+
+
+@dataclass(frozen=True, slots=True)
+class FindingQuery:
+    """What ``GET /api/v1/findings`` and ``ragmon findings list`` select: every field optional;
+    ``since``: Unix seconds of the trace; ``cursor``: the id of the last row of the previous page."""
+
+    signal: str | None = None
+    tenant: str | None = None
+    index: str | None = None
+    since: float | None = None
+    trace_id: str | None = None
+    limit: int = 50
+    cursor: int | None = None
+
+
+class FindingsStore:
+    def __init__(self, engine: Engine) -> None:
+        self._engine = engine
+
+    def add(self, rows: Sequence[dict[str, Any]]) -> None:
+        """Store rows (dicts of :class:`FindingRow` columns but ``id``); a row whose key is
+        stored already is skipped. Raises :class:`Retryable` when the database is unavailable."""
+        if not rows:
+            return
+        try:
+            with self._engine.begin() as connection:
+                dialect = postgresql if connection.dialect.name == "postgresql" else sqlite
+                for start in range(0, len(rows), _ROWS_PER_STATEMENT):
+                    statement = dialect.insert(_TABLE).values(list(rows[start:start + _ROWS_PER_STATEMENT]))
+                    connection.execute(statement.on_conflict_do_nothing(index_elements=["key"]))
+        except SQLAlchemyError as error:
+            raise Retryable(f"findings store: {type(error).__name__}") from error
+
+    def find(self, query: FindingQuery) -> list[FindingRow]:
+        """The rows ``query`` selects, newest first, at most ``query.limit``."""
+        statement = select(FindingRow).order_by(col(FindingRow.id).desc()).limit(query.limit)
+        if query.signal is not None:
+            statement = statement.where(FindingRow.signal == query.signal)
+        if query.tenant is not None:
+            statement = statement.where(FindingRow.tenant == query.tenant)
+        if query.index is not None:
+            statement = statement.where(FindingRow.index_name == query.index)
+        if query.since is not None:
+            statement = statement.where(FindingRow.time >= query.since)
+        if query.trace_id is not None:
+            statement = statement.where(FindingRow.trace_id == query.trace_id)
+        if query.cursor is not None:
+            statement = statement.where(col(FindingRow.id) < query.cursor)
+        with Session(self._engine) as session:
+            return list(session.exec(statement))
+
+    def prune(self, before: float) -> int:
+        """Delete the rows recorded before ``before`` (Unix seconds); returns how many."""
+        with self._engine.begin() as connection:
+            return connection.execute(delete(_TABLE).where(_TABLE.c.recorded_at < before)).rowcount or 0
+
+
+def as_json(row: FindingRow) -> dict[str, Any]:
+    """A row as the API and ``-o json`` show it."""
+    return {"id": row.id, "trace_id": row.trace_id, "time": row.time, "recorded_at": row.recorded_at,
+            "tenant": row.tenant, "index": row.index_name, "caller": row.caller or None, "signal": row.signal,
+            "stage": row.stage, "passage_ids": row.passage_ids,
+            "documents": [{"doc_id": doc_id, "version": version} for doc_id, version in row.documents],
+            "reason": row.reason}

@@ -1,0 +1,138 @@
+"""The findings sink and store: redacted rows, stored once whatever the retries, a rate limit per
+signal that counts what it drops, paging, retention; on SQLite and on PostgreSQL."""
+
+from __future__ import annotations
+
+import uuid
+
+import pytest
+from pydantic import SecretStr
+
+from ragmon.monitor.config.pipeline import SignalsConfig
+from ragmon.monitor.core.catalog import Catalog
+from ragmon.monitor.core.model import Caller, DocumentEvent, FeedbackEvent, IndexRef, Passage, Retrieval, TraceEvent
+from ragmon.monitor.core.pipeline import Observation
+from ragmon.monitor.core.signals import SignalEngine
+from ragmon.monitor.findings.query import QueryError, parse_since, query_from
+from ragmon.monitor.findings.sink import FindingsSink
+from ragmon.monitor.findings.store import FindingQuery, FindingsStore
+from ragmon.monitor.labeling.redact import RedactionConfig, Redactor
+from ragmon.monitor.storage.store import make_engine, upgrade
+
+NOW = 1_796_000_000.0
+EMAIL = "carol.danvers@example.com"
+
+
+@pytest.fixture(params=["sqlite", pytest.param("postgresql", marks=pytest.mark.integration)])
+def store(request, tmp_path) -> FindingsStore:
+    if request.param == "sqlite":
+        url = f"sqlite:///{tmp_path / 'ragmon.db'}"
+    else:
+        url = request.getfixturevalue("postgres").create_database(f"findings_{uuid.uuid4().hex[:8]}")
+    engine = make_engine(url)
+    upgrade(engine)
+    return FindingsStore(engine)
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = NOW
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def leaking_traces(n: int, start: int = 0) -> list[Observation]:
+    """Traces whose only passage comes from a document whose id holds an email address, which the
+    catalog keeps from the caller (one caller each: no rephrases)."""
+    catalog = Catalog()
+    catalog.apply(DocumentEvent(doc_id=f"notes-{EMAIL}", version="v1", modified_at=NOW, tenant="acme",
+                                acl=["group:payroll"]))
+    engine = SignalEngine(SignalsConfig(), catalog)
+    observations = []
+    for i in range(start, start + n):
+        passage = Passage(f"p{i}", doc_id=f"notes-{EMAIL}", doc_version="v1", score=0.5)
+        event = TraceEvent(trace_id=f"t{i}", time=NOW + i, query="q", index=IndexRef("hr"), tenant="acme",
+                           caller=Caller(f"user-{i}", ["staff"]), retrievals=[Retrieval("vector", [passage])],
+                           context=[])
+        observations.append(Observation(event, "http", NOW, engine.observe(event)))
+    return observations
+
+
+def sink_for(store: FindingsStore, clock: Clock, rate: float = 100.0, counted: list | None = None) -> FindingsSink:
+    redactor = Redactor(RedactionConfig(caller_key=SecretStr("k" * 32)))
+    return FindingsSink(store, redactor, rate, clock, count=lambda *args: counted.append(args) if counted is not None
+                        else None, monotonic=clock)
+
+
+def test_rows_are_redacted_and_stored_once_whatever_the_retries(store):
+    clock, counted = Clock(), []
+    sink = sink_for(store, clock, counted=counted)
+    batch = leaking_traces(3)
+    for _ in range(2):  # a batch refused after the sink took it is consumed again on its retry
+        for observation in batch:
+            sink.consume(observation)
+    assert sink.flush(5)
+    for observation in batch:  # and a Kafka redelivery after a crash
+        sink.consume(observation)
+    assert sink.flush(5)
+    rows = store.find(FindingQuery())
+    assert [row.trace_id for row in rows] == ["t2", "t1", "t0"]  # newest first
+    row = rows[0]
+    assert row.signal == "permission_violation" and row.stage == "candidates"
+    assert EMAIL not in row.documents[0][0] and "[EMAIL]" in row.documents[0][0]
+    assert row.caller.startswith("caller:") and "user-2" not in row.reason
+    assert row.reason.startswith("catalog ACL [group:payroll] excludes the caller [group:staff, tenant:acme, "
+                                 "user:caller:")
+    assert ("permission_violation", "stored", 3) in counted
+
+
+def test_a_flood_of_one_signal_is_cut_by_its_rate_and_counted(store):
+    clock, counted = Clock(), []
+    sink = sink_for(store, clock, rate=2.0, counted=counted)  # a burst of 20, then 2 a second
+    for observation in leaking_traces(25):
+        sink.consume(observation)
+    assert sink.flush(5)
+    assert len(store.find(FindingQuery(limit=100))) == 20
+    assert ("permission_violation", "rate_limited", 5) in counted
+    clock.now += 1.0
+    for observation in leaking_traces(5, start=100):
+        sink.consume(observation)
+    assert sink.flush(5)
+    assert len(store.find(FindingQuery(limit=100))) == 22
+    # another signal has its own bucket
+    feedback = FeedbackEvent(trace_id="t0", kind="escalation", time=NOW + 5)
+    from ragmon.monitor.core.signals.results import FeedbackSignals
+    sink.consume(Observation(feedback, "http", NOW, FeedbackSignals(None, "escalation", None)))
+    assert sink.flush(5)
+    assert [r.signal for r in store.find(FindingQuery(trace_id="t0"))] == ["negative_feedback", "permission_violation"]
+
+
+def test_pages_filters_and_retention(store):
+    clock = Clock()
+    sink = sink_for(store, clock)
+    for observation in leaking_traces(5):
+        sink.consume(observation)
+    sink.flush(5)
+    clock.now += 86400
+    for observation in leaking_traces(2, start=10):
+        sink.consume(observation)
+    sink.flush(5)
+    first = store.find(FindingQuery(limit=4))
+    rest = store.find(FindingQuery(limit=4, cursor=first[-1].id))
+    assert [r.trace_id for r in first + rest] == ["t11", "t10", "t4", "t3", "t2", "t1", "t0"]
+    assert [r.trace_id for r in store.find(FindingQuery(since=NOW + 10))] == ["t11", "t10"]
+    assert store.find(FindingQuery(tenant="globex")) == [] and store.find(FindingQuery(signal="low_score")) == []
+    assert store.prune(before=NOW + 3600) == 5
+    assert [r.trace_id for r in store.find(FindingQuery())] == ["t11", "t10"]
+
+
+def test_query_parameters_are_checked_by_name():
+    assert parse_since("24h", NOW) == NOW - 86400 and parse_since("30m", NOW) == NOW - 1800
+    assert parse_since("2026-12-01T00:00:00Z", NOW) == parse_since("2026-12-01T00:00:00", NOW) == 1_796_083_200.0
+    assert query_from({"signal": "low_score", "limit": "5", "since": "7d"}, NOW) == FindingQuery(
+        signal="low_score", limit=5, since=NOW - 7 * 86400)
+    for params, named in (({"signal": "leak"}, "signal"), ({"limit": "0"}, "limit"), ({"limit": "x"}, "limit"),
+                          ({"since": "yesterday"}, "since"), ({"cursor": "1.5"}, "cursor"), ({"tenat": "a"}, "tenat")):
+        with pytest.raises(QueryError, match=f"^{named}: "):
+            query_from(params, NOW)
