@@ -45,10 +45,12 @@ def label_studio() -> Iterator[LabelStudio]:
         yield service
 
 
-# Tests that keep both cores busy on their own (a second process makes their input, or the code
-# under test fills a core): run one after another in one worker, first, while the other worker
-# takes the tests that mostly wait (on brokers, timeouts, subprocesses), so neither starves them.
-CPU_BOUND = "cpu-bound"
+# Tests that fill a core on their own (a second process makes their input, or the code under test
+# fills it), in two groups of about the same length (`cpu-bound-otlp`, `cpu-bound-pipeline`): each
+# worker starts with one, so that the longest of them all (the OTLP fuzz) starts at once and the
+# others do not queue behind it; the tests that mostly wait (on brokers, timeouts, subprocesses)
+# fill in around them.
+CPU_BOUND = "cpu-bound"  # the prefix of those groups' names
 # Modules that share one instance of a slow-starting service: one worker starts it once.
 SHARED = {"tests/exporters/test_label_studio.py": "label-studio", "tests/test_labeling_loop.py": "label-studio"}
 
@@ -56,7 +58,7 @@ SHARED = {"tests/exporters/test_label_studio.py": "label-studio", "tests/test_la
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Group the tests for ``--dist loadgroup``: a module's tests stay together (their module
-    fixtures, and the order some rely on), unless marked ``xdist_group`` (``CPU_BOUND``); the
+    fixtures, and the order some rely on), unless marked ``xdist_group`` (the ``CPU_BOUND`` groups); the
     groups with slow tests come first, so they start at once and the short ones fill in."""
     def group(item: pytest.Item) -> str:
         marked = item.get_closest_marker("xdist_group")
@@ -71,8 +73,11 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     slow = {group(item) for item in items if item.get_closest_marker("slow")}
     # In the CPU-bound group the slow tests go first too: a worker is sent its next group once it
     # has two tests left, and that group then waits behind them.
-    items.sort(key=lambda item: (group(item) != CPU_BOUND, group(item) not in slow,
-                                 group(item) == CPU_BOUND and item.get_closest_marker("slow") is None))
+    def cpu_bound(item: pytest.Item) -> bool:
+        return group(item).startswith(CPU_BOUND)
+
+    items.sort(key=lambda item: (not cpu_bound(item), group(item) not in slow,
+                                 cpu_bound(item) and item.get_closest_marker("slow") is None))
 
 
 @pytest.hookimpl(optionalhook=True)  # an xdist hook: absent with -p no:xdist

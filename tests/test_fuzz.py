@@ -73,7 +73,7 @@ def mutate(rng: random.Random, event: dict) -> bytes:
 
 
 @pytest.mark.slow
-@pytest.mark.xdist_group("cpu-bound")
+@pytest.mark.xdist_group("cpu-bound-pipeline")
 def test_a_hundred_thousand_mutated_events_through_the_http_ingest(tmp_path):
     rng = random.Random(1234)
     settings = load_settings(environ={"RAGMON_DATABASE__URL": f"sqlite:///{tmp_path / 'ragmon.db'}",
@@ -119,7 +119,7 @@ def test_a_hundred_thousand_mutated_events_through_the_http_ingest(tmp_path):
 
 
 @pytest.mark.slow
-@pytest.mark.xdist_group("cpu-bound")
+@pytest.mark.xdist_group("cpu-bound-otlp")
 def test_mutated_otlp_bodies_get_4xx_or_partial_success_never_a_crash(tmp_path):
     from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
     from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
@@ -256,7 +256,7 @@ def _mutated_request(seed: int) -> tuple[bytes, int, int]:
 
 
 @pytest.mark.slow
-@pytest.mark.xdist_group("cpu-bound")
+@pytest.mark.xdist_group("cpu-bound-otlp")
 @pytest.mark.timeout(900)  # two processes: the slowest of the fuzzes
 def test_a_hundred_thousand_mutated_traces_through_otlp(tmp_path):
     """OpenInference spans of 100k traces, each mutated (bad trace ids, huge and binary strings,
@@ -334,7 +334,7 @@ def test_a_hundred_thousand_mutated_traces_through_otlp(tmp_path):
 
 
 @pytest.mark.slow
-@pytest.mark.xdist_group("cpu-bound")
+@pytest.mark.xdist_group("cpu-bound-pipeline")
 @pytest.mark.integration
 def test_a_hundred_thousand_mutated_events_through_kafka(kafka, tmp_path):
     """The same mutations as records of a traces topic (3 partitions): the consumer keeps going

@@ -111,7 +111,7 @@ def simulated(traces: int, bad_every: int = 0, seed: int = 5) -> tuple[list, lis
 
 
 @pytest.mark.slow
-@pytest.mark.xdist_group("cpu-bound")
+@pytest.mark.xdist_group("cpu-bound-pipeline")
 def test_fifty_thousand_events_with_malformed_ones_over_six_partitions(kafka, tmp_path):
     topic, dlq, catalog = new_topic(kafka, 6, "traces"), new_topic(kafka, 1, "dlq"), new_topic(kafka, 1, "cat")
     values, keys, broken, _ = simulated(46_300, bad_every=100)

@@ -266,7 +266,7 @@ def near_limit_traces(draw):
 
 
 @pytest.mark.slow
-@pytest.mark.xdist_group("cpu-bound")
+@pytest.mark.xdist_group("cpu-bound-otlp")
 @settings(max_examples=3000, deadline=None)
 @given(near_limit_traces())
 def test_the_fast_path_accepts_exactly_what_the_thorough_checker_accepts(event):

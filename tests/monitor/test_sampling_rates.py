@@ -55,7 +55,7 @@ def strata(i: int) -> set[str]:
 
 
 @pytest.mark.slow
-@pytest.mark.xdist_group("cpu-bound")
+@pytest.mark.xdist_group("cpu-bound-pipeline")
 def test_strata_rates_hold_through_the_pipeline(tmp_path):
     env = {"RAGMON_DATABASE__URL": f"sqlite:///{tmp_path / 'ragmon.db'}",
            "RAGMON_DEAD_LETTER__PATH": str(tmp_path / "dead.jsonl"), "RAGMON_SAMPLING__WEEKLY_CAP": "1000000",
