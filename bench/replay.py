@@ -42,8 +42,8 @@ def replay_once(path: Path) -> dict:
         summary = Path(scratch) / "summary.json"
         env = {**os.environ, "RAGMON_DEAD_LETTER__PATH": str(Path(scratch) / "dead.jsonl"),
                "RAGMON_DATABASE__URL": f"sqlite:///{Path(scratch) / 'ragmon.db'}"}
-        subprocess.run([sys.executable, "-m", "ragmon", "replay", str(path), "--json", str(summary)],
-                       env=env, check=True, stdout=subprocess.DEVNULL)
+        subprocess.run([sys.executable, "-m", "ragmon", "replay", str(path), "--allow-rejects",
+                        "--json-file", str(summary)], env=env, check=True, stdout=subprocess.DEVNULL)
         return json.loads(summary.read_text())
 
 

@@ -31,7 +31,7 @@ from prometheus_client.openmetrics.exposition import generate_latest as openmetr
 from starlette.applications import Starlette
 from starlette.middleware import Middleware
 from starlette.requests import Request
-from starlette.responses import JSONResponse, PlainTextResponse, Response
+from starlette.responses import HTMLResponse, JSONResponse, PlainTextResponse, Response
 from starlette.routing import Route
 
 from ragmon.collectors.http_access import bearer_matches
@@ -62,6 +62,12 @@ class ReadApi(Protocol):
     def findings(self, params: Mapping[str, str]) -> dict[str, Any]: ...
 
     def trace(self, trace_id: str) -> dict[str, Any] | None: ...
+
+    def page(self) -> str:
+        """The status page (HTML)."""
+
+    def trace_page(self, trace_id: str) -> str | None:
+        """The page of one trace (HTML), None when nothing is known of it."""
 
 
 class PendingLimit:
@@ -123,7 +129,8 @@ def build_app(
     ``on_shutdown`` after the last one. Without ``ingest`` (the scheduler process) only /metrics
     and the health endpoints are served. ``observe_request`` is told the route, status and duration
     of every request (``collectors/http_metrics.py``). ``read_api`` serves ``GET /api/v1/findings``
-    and ``GET /api/v1/traces/{trace_id}`` (JSON), guarded by ``read_token`` when one is given.
+    and ``GET /api/v1/traces/{trace_id}`` (JSON), the status page ``GET /`` and a page per trace
+    ``GET /traces/{trace_id}`` (HTML), guarded by ``read_token`` when one is given.
 
     Catalog writes (document and index events) are a privilege: with ``catalog_token`` set, only
     a request carrying it may make them (it is accepted as the ingest token too); without one,
@@ -276,6 +283,20 @@ def build_app(
             return JSONResponse({"error": "ragmon holds no finding and no sample of this trace"}, status_code=404)
         return JSONResponse(view)
 
+    async def status(request: Request) -> Response:
+        if not bearer_matches(request, read_token):
+            return unauthorized()
+        return HTMLResponse(await to_thread.run_sync(read_api.page, limiter=probes))
+
+    async def trace_page(request: Request) -> Response:
+        if not bearer_matches(request, read_token):
+            return unauthorized()
+        page = await to_thread.run_sync(read_api.trace_page, request.path_params["trace_id"], limiter=probes)
+        if page is None:
+            return HTMLResponse("<!doctype html><title>not found</title><p>ragmon holds nothing of this trace.</p>"
+                                '<p><a href="/">status</a></p>', status_code=404)
+        return HTMLResponse(page)
+
     @contextlib.asynccontextmanager
     async def lifespan(app):
         if on_startup is not None:
@@ -294,7 +315,9 @@ def build_app(
     ]
     if read_api is not None:
         routes += [Route("/api/v1/findings", findings, methods=["GET"]),
-                   Route("/api/v1/traces/{trace_id:path}", trace, methods=["GET"])]
+                   Route("/api/v1/traces/{trace_id:path}", trace, methods=["GET"]),
+                   Route("/", status, methods=["GET"]),
+                   Route("/traces/{trace_id:path}", trace_page, methods=["GET"])]
     counted = [] if observe_request is None else [
         Middleware(RequestMetrics, observe=observe_request, routes=[route.path for route in routes])]
     return Starlette(routes=routes, middleware=counted, lifespan=lifespan)

@@ -39,3 +39,15 @@ def test_the_charts_rules_and_dashboards_are_what_the_code_generates():
         "helm/ragmon/rules is out of date: ragmon rules render --out helm/ragmon/rules/ragmon-rules.yaml")
     committed = {p.name: p.read_text() for p in (chart / "dashboards").glob("*.json")}
     assert committed == render_dashboards(), "helm/ragmon/dashboards is out of date: ragmon dashboard render"
+
+
+def test_the_command_reference_names_every_command_and_every_exit_status():
+    from ragmon.monitor.app import cli_output
+    from ragmon.monitor.app.cli import main
+
+    text = (DOCS / "cli.md").read_text()
+    missing = [name for name in main.commands if f"`{name}" not in text]
+    assert not missing, f"docs/cli.md does not name: {missing}"
+    statuses = {getattr(cli_output, name) for name in ("OK", "FOUND", "USAGE", "SOURCE_STOPPED", "PORT_IN_USE")}
+    assert statuses == {int(line.split("|")[1]) for line in text.split("## Exit status")[1].splitlines()
+                        if line.startswith("| ") and line.split("|")[1].strip().isdigit()}

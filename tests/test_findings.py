@@ -112,6 +112,13 @@ def test_a_leak_is_explained_by_the_read_api_and_the_cli(tmp_path):
                    and '# {trace_id="leak-1"} 0.9' in line for line in lines)
         assert "trace_id" not in httpx.get(f"{server.url}/metrics").text
 
+        # the pages are guarded as the API is
+        assert httpx.get(f"{server.url}/").status_code == 401
+        assert httpx.get(f"{server.url}/traces/leak-1").status_code == 401
+        page = httpx.get(f"{server.url}/", headers=read)
+        assert page.status_code == 200 and 'href="/traces/leak-1"' in page.text and CALLER not in page.text
+        assert httpx.get(f"{server.url}/traces/nobody", headers=read).status_code == 404
+
         # the CLI reads the database serve writes, while it runs
         env = {"RAGMON_DATABASE__URL": f"sqlite:///{tmp_path / 'ragmon.db'}"}
         runner = CliRunner()

@@ -21,6 +21,7 @@ from ragmon.monitor.config.settings import load_settings
 from ragmon.monitor.core.records import RawRecord
 from ragmon.monitor.labeling.labels import dataset_ids
 from ragmon.monitor.labeling.sample_store import SampleStore
+from ragmon.monitor.labeling.weeks import iso_week
 from ragmon.monitor.storage.store import make_engine, upgrade
 
 pytestmark = pytest.mark.integration
@@ -81,6 +82,15 @@ def database_url(request, tmp_path):
     return url
 
 
+TRAFFIC_SECONDS = 1500 + 90  # 1,500 traces at 1/s, and rephrases up to 90 s later
+
+
+def one_week_start(start: float, seconds: float) -> float:
+    """``start``, or three hours earlier when traffic from ``start`` would cross into the next ISO
+    week (UTC): the test pulls one week, and on a Tuesday night its traffic starts on a Sunday night."""
+    return start if iso_week(start) == iso_week(start + seconds) else start - 3 * 3600
+
+
 def test_traffic_to_labeled_regression_set_to_eval_gate(tmp_path, label_studio, database_url):
     project = f"regression {uuid.uuid4().hex[:8]}"
     dataset = tmp_path / "regression" / "cases.jsonl"
@@ -89,7 +99,7 @@ def test_traffic_to_labeled_regression_set_to_eval_gate(tmp_path, label_studio, 
            "RAGMON_LABEL_STUDIO__URL": label_studio.url,
            "RAGMON_LABEL_STUDIO__TOKEN": label_studio.personal_access_token(),
            "RAGMON_LABEL_STUDIO__PROJECT": project, "RAGMON_REGRESSION__CASES": str(dataset)}
-    simulator = Simulator(seed=5, start=time.time() - 2 * 86400, rate=1.0, incidents=[
+    simulator = Simulator(seed=5, start=one_week_start(time.time() - 2 * 86400, TRAFFIC_SECONDS), rate=1.0, incidents=[
         Incident("leak", "globex", "handbook", start=200, end=1200, rate=0.2)])
     feed(env, [*simulator.catalog(), *simulator.traffic(1500)])
     store = SampleStore(make_engine(database_url))
@@ -154,7 +164,7 @@ def test_traffic_to_labeled_regression_set_to_eval_gate(tmp_path, label_studio, 
     counts = Counter(kinds.values())
     assert counts["hit"] > 5 and counts["miss"] > 3 and counts["unanswerable"] > 5
     report = json.loads(ragmon(env, "eval", "--cases", str(dataset), "--run-from-store", "--k", "1,5",
-                               "--json").output)
+                               "-o", "json").output)
     overall = report["groups"]["all"]
     share = counts["hit"] / (counts["hit"] + counts["miss"])
     assert overall["answerable"] == counts["hit"] + counts["miss"]

@@ -144,7 +144,7 @@ def probe_env(url: str, **more: str) -> dict[str, str]:
 
 
 def test_probe_run_finds_the_leak_against_a_real_endpoint(retrieval):
-    result = CliRunner().invoke(main, ["probe", "run", "--json"], env=probe_env(f"{retrieval.url}/retrieve"))
+    result = CliRunner().invoke(main, ["probe", "run", "-o", "json"], env=probe_env(f"{retrieval.url}/retrieve"))
     assert result.exit_code == 1, result.output
     verdicts = {r["name"]: r for r in json.loads(result.stdout)}
     assert verdicts["alice-sees-handbook"]["verdict"] == "ok"
@@ -163,7 +163,7 @@ def test_probe_run_finds_the_leak_against_a_real_endpoint(retrieval):
 ])
 def test_a_slow_or_failing_endpoint_is_a_clear_probe_error(retrieval, path, message):
     started = time.monotonic()
-    result = CliRunner().invoke(main, ["probe", "run", "--json"], env=probe_env(f"{retrieval.url}{path}"))
+    result = CliRunner().invoke(main, ["probe", "run", "-o", "json"], env=probe_env(f"{retrieval.url}{path}"))
     assert result.exit_code == 1, result.output
     results = json.loads(result.stdout)
     assert [r["verdict"] for r in results] == ["error", "error"]

@@ -57,7 +57,7 @@ def test_sigterm_finishes_the_request_in_flight(tmp_path):
 def test_the_demo_finds_every_injected_incident(tmp_path):
     out = tmp_path / "demo.json"
     batches = tmp_path / "batches"
-    result = CliRunner().invoke(main, ["demo", "--traces", "8000", "--seconds", "1", "--json", str(out),
+    result = CliRunner().invoke(main, ["demo", "--traces", "8000", "--seconds", "1", "--json-file", str(out),
                                        "--batch-dir", str(batches)],
                                 env={k: None for k in os.environ if k.startswith("RAGMON_")})
     assert result.exit_code == 0, result.output

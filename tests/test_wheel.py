@@ -118,7 +118,7 @@ def test_the_server_install_runs_the_demo(wheel: Path, tmp_path: Path):
                     cwd=tmp_path).stdout.strip()
         assert found == "None", f"{folder} is importable as a top-level package: {found}"
 
-    demo = run(bin_dir / "ragmon", "demo", "--traces", "3000", "--seconds", "3", "--json", tmp_path / "demo.json",
+    demo = run(bin_dir / "ragmon", "demo", "--traces", "3000", "--seconds", "3", "--json-file", tmp_path / "demo.json",
                cwd=tmp_path)
     findings = json.loads((tmp_path / "demo.json").read_text())
     assert findings["traces"] >= 3000, demo.stdout

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import logging
+import socket
 import sys
 import threading
 import time
@@ -12,15 +13,18 @@ from pathlib import Path
 
 import click
 import yaml
-from rich.console import Console
+from rich.markup import escape
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TransferSpeedColumn
 from rich.table import Table
 
 from ragmon.collectors.files import JsonlSource, SourceStopped
 from ragmon.monitor.app import logs
+from ragmon.monitor.app.cli_dead_letters import dead_letters
 from ragmon.monitor.app.cli_eval import eval_command
+from ragmon.monitor.app.cli_events import events
 from ragmon.monitor.app.cli_findings import findings, trace
 from ragmon.monitor.app.cli_labels import labels
+from ragmon.monitor.app.cli_output import FOUND, PORT_IN_USE, SOURCE_STOPPED, USAGE, errors, output_option, stdout
 from ragmon.monitor.app.cli_samples import samples
 from ragmon.monitor.app.findings_view import ReadView
 from ragmon.monitor.app.wiring import (
@@ -42,8 +46,7 @@ from ragmon.monitor.core.retry import RetryPolicy
 
 EXAMPLE_EVENTS = Path(__file__).parent / "examples" / "events.jsonl"
 
-console = Console()
-errors = Console(stderr=True)
+console = stdout()  # full-width lines when stdout is not a terminal
 log = logging.getLogger(__name__)
 
 
@@ -90,6 +93,32 @@ def _http_options(settings: Settings, host: str) -> dict:
             "saturation_seconds": http.saturation_seconds}
 
 
+def _bind(ctx: click.Context, host: str, port: int) -> socket.socket:
+    """The listening address, bound before anything else starts (and before any banner): a port
+    in use or an address this machine does not have ends the command with status 4."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as uvicorn binds: a restart need not wait
+    try:
+        sock.bind((host, port))
+    except OSError as error:
+        sock.close()
+        reason = escape(error.strerror or str(error))
+        errors.print(f"[red]error:[/red] cannot listen on {escape(host)}:{port}: {reason}", highlight=False)
+        ctx.exit(PORT_IN_USE)
+    sock.set_inheritable(True)
+    return sock
+
+
+def _announce(settings: Settings, line: str) -> None:
+    """What a serving command says once it listens: a line for people, or with ``log.format:
+    json`` a log record like every other line (a log pipeline takes no decorative text)."""
+    if settings.log.format == "json":
+        log.info(line)
+    else:
+        errors.print(line, highlight=False, markup=False)
+
+
 def _serving(settings: Settings, host: str, port: int) -> Settings:
     """The settings with the address actually served (``--host``, ``--port``) in ``http``: what the
     runtime checks ``telemetry.otlp_endpoint`` against."""
@@ -132,10 +161,16 @@ class _Main(click.Group):
             return super().invoke(ctx)
         except (ConfigError, SchemaOutdated, Retryable) as error:
             errors.print(f"[red]error:[/red] {error}", highlight=False)
-            ctx.exit(2)
+            ctx.exit(USAGE)
+        except OSError as error:
+            if error.filename is None:  # not a file the user named: a bug or the machine, with its traceback
+                raise
+            errors.print(f"[red]error:[/red] {escape(str(error.filename))}: {escape(error.strerror or '')}",
+                         highlight=False)
+            ctx.exit(USAGE)
 
 
-@click.group(cls=_Main)
+@click.group(cls=_Main, context_settings={"help_option_names": ["-h", "--help"]})
 @click.option("--config", "-c", type=click.Path(path_type=Path), envvar="RAGMON_CONFIG",
               help="YAML config file (default: $RAGMON_CONFIG, else built-in defaults).")
 @click.version_option(package_name="ragmon")
@@ -152,32 +187,39 @@ def config() -> None:
 
 
 @config.command("check")
-@click.option("--json", "as_json", is_flag=True, help="Print JSON instead of YAML.")
+@output_option("yaml", "json")
 @click.pass_context
-def config_check(ctx: click.Context, as_json: bool) -> None:
+def config_check(ctx: click.Context, output: str) -> None:
     """Validate the configuration and print the effective values, secrets masked."""
     settings = _settings(ctx)
     check_telemetry_target(settings)  # an error ends the command with status 2 (see _Main)
     data = effective_config(settings)
-    if as_json:
+    if output == "json":
         click.echo(json.dumps(data, indent=2))
     else:
         click.echo(yaml.safe_dump(data, sort_keys=False).rstrip())
     errors.print("[green]configuration is valid[/green]")
 
 
+EVENTS_FILE = click.Path(exists=True, dir_okay=False, readable=True, allow_dash=True, path_type=Path)
+
+
 @main.command()
-@click.argument("file", type=click.Path(allow_dash=True, path_type=Path))
+@click.argument("file", type=EVENTS_FILE)
 @click.option("--batch-size", default=500, show_default=True, help="Records per processed batch.")
 @click.option("--retries", default=8, show_default=True,
               help="Tries of a batch refused by an unavailable store before giving up (with back-off).")
-@click.option("--json", "json_out", type=click.Path(path_type=Path),
+@click.option("--json-file", "json_out", type=click.Path(dir_okay=False, writable=True, path_type=Path),
               help="Also write the summary as JSON to this file.")
+@click.option("--allow-rejects", is_flag=True, help="Exit 0 even when records were rejected.")
+@output_option("table", "json")
 @click.pass_context
-def replay(ctx: click.Context, file: Path, batch_size: int, retries: int, json_out: Path | None) -> None:
+def replay(ctx: click.Context, file: Path, batch_size: int, retries: int, json_out: Path | None,
+           allow_rejects: bool, output: str) -> None:
     """Feed native events from a JSONL FILE (or - for stdin) through the pipeline.
 
     Rejected records go to the dead-letter file; a table of accepted and rejected counts follows.
+    Exit 1 when records were rejected, unless --allow-rejects.
     """
     settings = _settings(ctx)
     # a replay of past traffic must not page anyone for leaks long over: no direct push
@@ -214,9 +256,14 @@ def replay(ctx: click.Context, file: Path, batch_size: int, retries: int, json_o
     elapsed = time.perf_counter() - started
     accepted, rejected = pipeline.stats.snapshot()
     summary = _replay_summary(accepted, rejected, elapsed, settings)
-    _print_replay(summary)
+    if output == "json":
+        click.echo(json.dumps(summary))
+    else:
+        _print_replay(summary)
     if json_out is not None:
         json_out.write_text(json.dumps(summary, indent=2) + "\n")
+    if summary["rejected"] and not allow_rejects:
+        ctx.exit(FOUND)
 
 
 def _replay_summary(accepted, rejected, elapsed: float, settings: Settings) -> dict:
@@ -233,6 +280,7 @@ def _replay_summary(accepted, rejected, elapsed: float, settings: Settings) -> d
 
 
 def _print_replay(summary: dict) -> None:
+    console = stdout()
     table = Table(title="replay summary", show_footer=True)
     table.add_column("outcome")
     table.add_column("kind / reason", footer="total")
@@ -267,6 +315,7 @@ def serve(ctx: click.Context, host: str | None, port: int | None) -> None:
     port = port or settings.http.port
     unauthenticated = _exposure(ctx, settings, host)
     settings = _serving(settings, host, port)
+    listening = _bind(ctx, host, port)
     runtime = build_runtime(settings, schema_wait=settings.database.schema_wait_seconds, command="serve")
     runtime.metrics.http_unauthenticated.set(1 if unauthenticated else 0)
     otlp = build_otlp(runtime)
@@ -305,18 +354,18 @@ def serve(ctx: click.Context, host: str | None, port: int | None) -> None:
     app = build_app(runtime.pipeline.process, runtime.registry, ready, **_http_options(settings, host),
                     on_startup=start_sources, on_shutdown=stop, otlp=otlp,
                     observe_request=runtime.metrics.http_requests.observe,
-                    read_api=ReadView(runtime.findings, runtime.samples, runtime.clock))
+                    read_api=ReadView(runtime))
     kafka = f", consuming {settings.kafka.traces_topic}" if settings.kafka.bootstrap_servers else ""
     routes = ("POST /v1/events" + (", POST /v1/traces" if otlp is not None else "")
-              + ", GET /metrics, /healthz, /readyz, /api/v1/findings, /api/v1/traces/{id}")
-    errors.print(f"ragmon serving on {_scheme(settings)}://{host}:{port}{kafka} ({routes})")
+              + ", GET / (status), /metrics, /healthz, /readyz, /api/v1/findings, /api/v1/traces/{id}")
+    _announce(settings, f"ragmon serving on {_scheme(settings)}://{host}:{port}{kafka} ({routes})")
     server = uvicorn.Server(uvicorn.Config(app, host=host, port=port, log_config=None, access_log=False,
                                            timeout_graceful_shutdown=30, **_tls_options(settings)))
-    server.run()
+    server.run(sockets=[listening])
     failed = [source.error for source in sources if source.error is not None]
     if failed:
         errors.print(f"[red]error:[/red] a source stopped: {failed[0]}", highlight=False)
-        ctx.exit(3)
+        ctx.exit(SOURCE_STOPPED)
 
 
 @main.command("scheduler")
@@ -336,6 +385,7 @@ def scheduler_command(ctx: click.Context, host: str | None, port: int | None) ->
     port = port or settings.http.port
     unauthenticated = _exposure(ctx, settings, host)
     settings = _serving(settings, host, port)
+    listening = _bind(ctx, host, port)
     runtime = build_runtime(settings, schema_wait=settings.database.schema_wait_seconds, command="scheduler")
     runtime.metrics.http_unauthenticated.set(1 if unauthenticated else 0)
     runner = build_scheduler(runtime, build_jobs(runtime, standalone=True))
@@ -347,9 +397,9 @@ def scheduler_command(ctx: click.Context, host: str | None, port: int | None) ->
     app = build_app(runtime.pipeline.process, runtime.registry, runtime.ready, **_http_options(settings, host),
                     ingest=False, on_startup=runner.start, on_shutdown=stop,
                     observe_request=runtime.metrics.http_requests.observe)
-    errors.print(f"ragmon scheduler on {_scheme(settings)}://{host}:{port} (GET /metrics, /healthz, /readyz)")
+    _announce(settings, f"ragmon scheduler on {_scheme(settings)}://{host}:{port} (GET /metrics, /healthz, /readyz)")
     uvicorn.Server(uvicorn.Config(app, host=host, port=port, log_config=None, access_log=False,
-                                  timeout_graceful_shutdown=30, **_tls_options(settings))).run()
+                                  timeout_graceful_shutdown=30, **_tls_options(settings))).run(sockets=[listening])
 
 
 @main.command()
@@ -391,9 +441,9 @@ def probe() -> None:
 
 
 @probe.command("run")
-@click.option("--json", "as_json", is_flag=True, help="Print the results as JSON.")
+@output_option("table", "json")
 @click.pass_context
-def probe_run(ctx: click.Context, as_json: bool) -> None:
+def probe_run(ctx: click.Context, output: str) -> None:
     """Run every configured probe once against the retrieval endpoint and print the results;
     exit 1 when one fails (a leak, a miss, or an error reaching the retrieval)."""
     from dataclasses import asdict
@@ -411,7 +461,7 @@ def probe_run(ctx: click.Context, as_json: bool) -> None:
         raise click.ClickException(str(error)) from None
     if hasattr(retrieve, "close"):
         retrieve.close()
-    if as_json:
+    if output == "json":
         click.echo(json.dumps([asdict(r) for r in results], indent=2))
     else:
         table = Table(title=f"{len(results)} probes")
@@ -422,16 +472,18 @@ def probe_run(ctx: click.Context, as_json: bool) -> None:
             colour = "green" if r.ok else "red"
             detail = (r.error or (f"must not see: {', '.join(r.leaked)}" if r.leaked else "")
                       or (f"nothing matched: {', '.join(r.missing)}" if r.missing else ""))
-            table.add_row(r.name, r.tenant, f"[{colour}]{r.verdict}[/]", str(r.retrieved), f"{r.seconds:.2f}", detail)
-        console.print(table)
+            table.add_row(escape(r.name), escape(r.tenant), f"[{colour}]{r.verdict}[/]", str(r.retrieved),
+                          f"{r.seconds:.2f}", escape(detail))
+        stdout().print(table)
     if any(not r.ok for r in results):
-        ctx.exit(1)
+        ctx.exit(FOUND)
 
 
 @main.command()
 @click.option("--traces", default=30_000, show_default=True, help="Simulated traces.")
 @click.option("--seconds", default=45.0, show_default=True, help="Wall-clock time to spread them over.")
-@click.option("--json", "json_out", type=click.Path(path_type=Path), help="Also write the findings as JSON.")
+@click.option("--json-file", "json_out", type=click.Path(dir_okay=False, path_type=Path),
+              help="Also write what the demo found as JSON to this file.")
 @click.option("--batch-dir", type=click.Path(file_okay=False, path_type=Path), default=Path("ragmon-data/demo-batches"),
               show_default=True, help="Where the weekly export for labeling is written.")
 @click.pass_context
@@ -568,6 +620,9 @@ def db_upgrade(ctx: click.Context) -> None:
 main.add_command(eval_command)
 main.add_command(samples)
 main.add_command(findings)
+main.add_command(events)
+main.add_command(dead_letters)
+main.add_command(dead_letters, name="dlq")  # the SPEC's short name
 main.add_command(trace)
 main.add_command(labels)
 

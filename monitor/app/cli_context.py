@@ -24,10 +24,9 @@ def settings_of(ctx: click.Context) -> Settings:
 
 
 def store_of(settings: Settings) -> SampleStore:
-    """The sample store of the configured database, migrated when it is SQLite."""
-    engine = make_engine(settings.database.url)
-    prepare(engine)
-    return SampleStore(engine)
+    """The sample store of the configured database (see :func:`existing_engine_of`: a database
+    that does not exist is not created)."""
+    return SampleStore(existing_engine_of(settings))
 
 
 def existing_engine_of(settings: Settings) -> Engine:

@@ -6,12 +6,12 @@ import json
 from pathlib import Path
 
 import click
-from rich.console import Console
 from rich.table import Table
 
+from ragmon.monitor.app.cli_output import output_option, stdout
 from ragmon.monitor.labeling.evaluate import METRICS, evaluate, gate, load_cases, load_runs, parse_threshold
 
-console = Console()
+console = stdout()  # full-width lines when stdout is not a terminal
 
 
 def _ks(text: str) -> list[int]:
@@ -36,15 +36,15 @@ def _ks(text: str) -> list[int]:
 @click.option("--write-run", type=click.Path(dir_okay=False, path_type=Path),
               help="With --run-from-store: also write the run built as JSONL.")
 @click.option("--k", "k_text", default="3,5,10", show_default=True, help="Cut-offs, comma-separated.")
-@click.option("--json", "as_json", is_flag=True, help="Print the report as JSON (for --baseline later).")
+@output_option("table", "json")
 @click.option("--fail-under", "floors", multiple=True, metavar="METRIC@K=VALUE",
               help="Exit 1 when an overall metric is under VALUE, e.g. recall@5=0.8. Repeatable.")
 @click.option("--baseline", type=click.Path(exists=True, dir_okay=False, path_type=Path),
-              help="A previous --json report to compare with.")
+              help="A previous `-o json` report to compare with.")
 @click.option("--max-drop", type=float, help="Exit 1 when an overall metric fell more than this from the baseline.")
 @click.pass_context
 def eval_command(ctx: click.Context, cases_file: Path, run_file: Path | None, run_from_store: bool, stage: str,
-                 write_run: Path | None, k_text: str, as_json: bool, floors: tuple[str, ...], baseline: Path | None,
+                 write_run: Path | None, k_text: str, output: str, floors: tuple[str, ...], baseline: Path | None,
                  max_drop: float | None) -> None:
     """Recall, precision, hit, MRR and nDCG at k over the answerable cases; abstention on the
     unanswerable ones; claim evidence availability; per split and per tag."""
@@ -63,7 +63,7 @@ def eval_command(ctx: click.Context, cases_file: Path, run_file: Path | None, ru
     previous = json.loads(baseline.read_text()) if baseline is not None else None
     failures = gate(report, thresholds, previous, max_drop)
     report["failures"] = failures
-    if as_json:
+    if output == "json":
         click.echo(json.dumps(report, indent=2))
     else:
         _print(report, ks)

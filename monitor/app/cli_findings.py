@@ -5,29 +5,22 @@ from the database ``serve`` writes (the same views as ``GET /api/v1/findings`` a
 from __future__ import annotations
 
 import json
-import sys
 import time
 from datetime import UTC, datetime
 
 import click
-from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
 from ragmon.monitor.app.cli_context import existing_engine_of, settings_of
+from ragmon.monitor.app.cli_output import FOUND, output_option, stdout
 from ragmon.monitor.app.findings_view import findings_page, trace_view
 from ragmon.monitor.core.signals.explain import FindingSignal
 from ragmon.monitor.findings.query import MAX_LIMIT, QueryError
 from ragmon.monitor.findings.store import FindingsStore
 from ragmon.monitor.labeling.sample_store import SampleStore
 
-WIDE = 100_000  # columns when stdout is not a terminal: rows are never folded, so a script can grep them
-
-
-def _console() -> Console:
-    return Console() if sys.stdout.isatty() else Console(width=WIDE)
-OUTPUT = click.option("-o", "--output", type=click.Choice(["table", "json"]), default="table", show_default=True,
-                      help="A table, or JSON on stdout.")
+OUTPUT = output_option("table", "json")
 
 
 @click.group()
@@ -56,7 +49,7 @@ def list_findings(ctx: click.Context, signal: str | None, tenant: str | None, in
     if output == "json":
         click.echo(json.dumps(page))
         return
-    _console().print(_table(page["findings"], f"{len(page['findings'])} findings, newest first"))
+    stdout().print(_table(page["findings"], f"{len(page['findings'])} findings, newest first"))
 
 
 @click.group()
@@ -75,11 +68,11 @@ def show_trace(ctx: click.Context, trace_id: str, output: str) -> None:
     view = trace_view(FindingsStore(engine), SampleStore(engine), trace_id)
     if view is None:
         click.echo(f"ragmon holds no finding and no sample of trace {trace_id}", err=True)
-        ctx.exit(1)
+        ctx.exit(FOUND)
     if output == "json":
         click.echo(json.dumps(view))
         return
-    console = _console()
+    console = stdout()
     console.print(_table(view["findings"], f"trace {trace_id}: {len(view['findings'])} findings", trace_column=False))
     sample = view["sample"]
     if sample is None:

@@ -7,14 +7,14 @@ import re
 from pathlib import Path
 
 import click
-from rich.console import Console
 
 from ragmon.exporters.label_studio import LabelStudioError
 from ragmon.monitor.app.cli_context import label_studio_of, settings_of, store_of
+from ragmon.monitor.app.cli_output import stdout
 from ragmon.monitor.core.private_files import write_private
 from ragmon.monitor.labeling.labels import append_cases, read_labeled
 
-console = Console()
+console = stdout()  # full-width lines when stdout is not a terminal
 
 
 @click.group()

@@ -7,13 +7,14 @@ from collections import Counter
 from pathlib import Path
 
 import click
-from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
 from ragmon.monitor.app.cli_context import label_studio_of, settings_of, store_of
+from ragmon.monitor.app.cli_output import output_option, stdout
 from ragmon.monitor.labeling.sample_store import STATUSES, SampleStore
 
-console = Console()
+console = stdout()  # full-width lines when stdout is not a terminal
 
 
 def _store(ctx: click.Context) -> SampleStore:
@@ -38,35 +39,39 @@ def samples() -> None:
 @click.option("--week", help="ISO week, e.g. 2026-W48.")
 @click.option("--tenant", help="Only this tenant.")
 @click.option("--status", type=click.Choice(STATUSES), help="Only this status.")
-@click.option("--limit", default=50, show_default=True, help="Rows at most.")
-@click.option("--json", "as_json", is_flag=True, help="One JSON object per sample (redacted trace included).")
+@click.option("--limit", type=click.IntRange(min=1), default=50, show_default=True, help="Rows at most.")
+@output_option("table", "json")
 @click.pass_context
 def list_samples(ctx: click.Context, week: str | None, tenant: str | None, status: str | None, limit: int,
-                 as_json: bool) -> None:
-    """Samples in a stable order (week, tenant, trace id)."""
-    rows = _store(ctx).find(week=week, tenant=tenant, status=status, limit=limit)
-    if as_json:
+                 output: str) -> None:
+    """Samples in a stable order (week, tenant, trace id); with `-o json`, one JSON object per
+    line and sample (its redacted trace included)."""
+    store = _store(ctx)
+    rows = store.find(week=week, tenant=tenant, status=status, limit=limit)
+    if output == "json":
         for row in rows:
             click.echo(json.dumps(row.model_dump()))
         return
-    table = Table(title=f"{len(rows)} samples")
+    total = store.count(week=week, tenant=tenant, status=status)
+    table = Table(title=f"{len(rows)} of {total} samples")
     for column in ("week", "tenant", "trace id", "strata", "split", "status"):
         table.add_column(column)
     for row in rows:
-        table.add_row(row.week, row.tenant, row.trace_id, ", ".join(row.strata), row.split, row.status)
-    console.print(table)
+        table.add_row(*(Text(cell) for cell in (row.week, row.tenant, row.trace_id, ", ".join(row.strata), row.split,
+                                                row.status)))
+    stdout().print(table)
 
 
 @samples.command("stats")
 @click.option("--week", help="ISO week, e.g. 2026-W48.")
-@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@output_option("table", "json")
 @click.pass_context
-def stats(ctx: click.Context, week: str | None, as_json: bool) -> None:
+def stats(ctx: click.Context, week: str | None, output: str) -> None:
     """Samples per week, tenant and stratum, and per status."""
     rows = _store(ctx).find(week=week)
     by_stratum = Counter((r.week, r.tenant, s) for r in rows for s in r.strata)
     by_status = Counter(r.status for r in rows)
-    if as_json:
+    if output == "json":
         click.echo(json.dumps({"statuses": dict(by_status), "strata": [
             {"week": w, "tenant": t, "stratum": s, "samples": n} for (w, t, s), n in sorted(by_stratum.items())]}))
         return

@@ -79,8 +79,8 @@ class Demo:
             seen = 0
             batch: list[bytes] = []
             for event in self.sim.traffic(self.traces):
-                if event["type"] == "trace":
-                    seen += 1
+                if event["type"] == "trace" and self.sim.asked > seen:  # a new question, not a rephrase
+                    seen = self.sim.asked
                     self._mark(seen)
                 batch.append(msgspec.json.encode(event))
                 if len(batch) >= BATCH:
@@ -122,7 +122,7 @@ class Demo:
         return total, self.read("ragmon_answers_total", outcome="abstained", **labels)
 
     def _view(self, seen: int) -> Group:
-        table = Table(title=f"ragmon demo — {seen}/{self.traces} traces, simulated "
+        table = Table(title=f"ragmon demo — {seen}/{self.traces} questions, simulated "
                             f"{time.strftime('%a %H:%M', time.gmtime(self.sim.now))} UTC")
         for column in ("tenant", "index", "traces", "abstained", "low-score lists", "leaks (context)",
                        "stale served", "mixed embeddings", "rephrases"):

@@ -4,13 +4,16 @@ findings and its sample. ``collectors/http.py`` serves these as ``GET /api/v1/fi
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass
-from typing import Any
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
 
+from ragmon.monitor.app.status_page import StatusPage
 from ragmon.monitor.findings.query import query_from
 from ragmon.monitor.findings.store import FindingQuery, FindingsStore, as_json
 from ragmon.monitor.labeling.sample_store import SampleStore
+
+if TYPE_CHECKING:
+    from ragmon.monitor.app.wiring import Runtime
 
 TRACE_FINDINGS_SHOWN = 1000  # a trace has a handful; this bounds a hostile one
 
@@ -40,16 +43,21 @@ def trace_view(store: FindingsStore, samples: SampleStore, trace_id: str) -> dic
     }
 
 
-@dataclass
 class ReadView:
-    """The read API of ``ragmon serve`` (``collectors.http.ReadApi``) over a runtime's stores."""
+    """The read API and pages of ``ragmon serve`` (``collectors.http.ReadApi``) over a runtime."""
 
-    store: FindingsStore
-    samples: SampleStore
-    clock: Callable[[], float]
+    def __init__(self, runtime: Runtime) -> None:
+        self._runtime = runtime
+        self._status = StatusPage(runtime, runtime.clock)
 
     def findings(self, params: Mapping[str, str]) -> dict[str, Any]:
-        return findings_page(self.store, params, self.clock())
+        return findings_page(self._runtime.findings, params, self._runtime.clock())
 
     def trace(self, trace_id: str) -> dict[str, Any] | None:
-        return trace_view(self.store, self.samples, trace_id)
+        return trace_view(self._runtime.findings, self._runtime.samples, trace_id)
+
+    def page(self) -> str:
+        return self._status.render()
+
+    def trace_page(self, trace_id: str) -> str | None:
+        return self._status.trace(trace_id)

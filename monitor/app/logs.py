@@ -5,12 +5,13 @@ from __future__ import annotations
 import json
 import logging
 import sys
+from datetime import UTC, datetime
 
 
 class _JsonFormatter(logging.Formatter):
     def format(self, record: logging.LogRecord) -> str:
-        line = {"time": self.formatTime(record), "level": record.levelname, "logger": record.name,
-                "message": record.getMessage()}
+        when = datetime.fromtimestamp(record.created, UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+        line = {"time": when, "level": record.levelname, "logger": record.name, "message": record.getMessage()}
         if record.exc_info:
             line["exception"] = self.formatException(record.exc_info)
         return json.dumps(line)

@@ -121,6 +121,7 @@ class Simulator:
     def __post_init__(self) -> None:
         self.rng = random.Random(self.seed)
         self.now = self.start
+        self.asked = 0  # questions yielded by traffic()
         self._transport = ListTransport()
         self._emitter = Emitter(self._transport, clock=lambda: self.now)
         self._serial = 0
@@ -161,8 +162,10 @@ class Simulator:
                 "indexed_at": iso(indexed_at), "embedding_model": doc.embedding_model, "chunks": doc.chunks}
 
     def traffic(self, traces: int) -> Iterator[dict[str, Any]]:
-        """``traces`` trace events, with feedback and rephrases interleaved, in time order."""
+        """``traces`` questions, each a trace event, with rephrases of some (more trace events,
+        later) and feedback interleaved, in time order. ``asked`` counts the questions yielded."""
         pending: list[tuple[float, dict[str, Any]]] = []
+        self.asked = 0
         for n in range(traces):
             self.now += self.rng.expovariate(self.rate)
             while pending and pending[0][0] <= self.now:
@@ -175,6 +178,7 @@ class Simulator:
             index = self.rng.choice(list(TOPICS))
             active = [i for i in self.incidents if i.active(n) and (i.tenant, i.index) == (tenant, index)]
             trace = self.trace(caller, index, incidents=active)
+            self.asked = n + 1
             yield trace
             if self.rng.random() < self.rephrase_probability:
                 again = self.trace(caller, index, rephrase_of=trace["query"])

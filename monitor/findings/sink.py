@@ -25,6 +25,7 @@ from ragmon.monitor.findings.store import FindingsStore
 from ragmon.monitor.labeling.redact import Redactor
 
 BURST_SECONDS = 10.0  # a signal may burst to this many seconds' worth of its rate
+NAME_LENGTH = 256  # the tenant and index columns' width (migration 0005)
 
 Count = Callable[[str, str, int], None]  # (signal, outcome: stored | rate_limited, n)
 
@@ -98,7 +99,8 @@ class FindingsSink:
         return {
             "key": hashlib.sha256(made_of.encode()).hexdigest(),
             "trace_id": ref.trace_id, "time": ref.time, "recorded_at": self._clock(),
-            "tenant": redact(ref.tenant), "index_name": redact(ref.index),
+            # a placeholder can be longer than what it replaces: cut to the column's width
+            "tenant": redact(ref.tenant)[:NAME_LENGTH], "index_name": redact(ref.index)[:NAME_LENGTH],
             # a rephrase is the same caller's (the detector keys questions by caller); feedback names none
             "caller": caller if finding.signal is not FindingSignal.NEGATIVE_FEEDBACK else "",
             "signal": finding.signal.value, "stage": finding.stage,

@@ -288,20 +288,26 @@ class SampleStore:
     def find(self, *, week: str | None = None, tenant: str | None = None, status: str | None = None,
              limit: int | None = None) -> list[Sample]:
         """Samples in a stable order (week, tenant, trace id)."""
-        query = select(Sample)
-        if week is not None:
-            query = query.where(Sample.week == week)
-        if tenant is not None:
-            query = query.where(Sample.tenant == tenant)
-        if status is not None:
-            query = query.where(Sample.status == status)
-        query = query.order_by(Sample.week, Sample.tenant, Sample.trace_id)
+        query = _where(select(Sample), week, tenant, status).order_by(Sample.week, Sample.tenant, Sample.trace_id)
         if limit is not None:
             query = query.limit(limit)
         with Session(self._engine) as session:
             return list(session.exec(query))
 
+    def count(self, *, week: str | None = None, tenant: str | None = None, status: str | None = None) -> int:
+        """How many samples :meth:`find` would give without a limit."""
+        with Session(self._engine) as session:
+            return session.exec(_where(select(func.count()).select_from(Sample), week, tenant, status)).one()
+
     def latest_weeks(self, n: int = 2) -> list[str]:
         with Session(self._engine) as session:
             weeks = session.exec(select(Sample.week).distinct().order_by(col(Sample.week).desc()).limit(n)).all()
         return list(weeks)
+
+
+def _where(query: Any, week: str | None, tenant: str | None, status: str | None) -> Any:
+    """``query`` narrowed to the given week, tenant and status."""
+    for column, value in ((Sample.week, week), (Sample.tenant, tenant), (Sample.status, status)):
+        if value is not None:
+            query = query.where(column == value)
+    return query

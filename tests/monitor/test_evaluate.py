@@ -171,7 +171,7 @@ def test_the_eval_command_prints_gates_and_compares(tmp_path):
     table = CliRunner().invoke(main, args)
     assert table.exit_code == 0, table.output
     assert "at k=2" in table.output and "split:heldout" in table.output and "tag:leak" in table.output
-    as_json = CliRunner().invoke(main, [*args, "--json"])
+    as_json = CliRunner().invoke(main, [*args, "-o", "json"])
     report = json.loads(as_json.output)
     assert report["groups"]["all"]["metrics"]["recall@2"] == 1.0 and report["failures"] == []
     (tmp_path / "baseline.json").write_text(as_json.output)
@@ -197,6 +197,7 @@ def test_the_eval_command_takes_exactly_one_run_source(tmp_path):
     from click.testing import CliRunner
 
     from ragmon.monitor.app.cli import main
+    from ragmon.monitor.storage.store import make_engine, upgrade
 
     (tmp_path / "cases.jsonl").write_text('{"id": "q1", "relevant": [{"doc_id": "d1"}]}\n')
     (tmp_path / "run.jsonl").write_text('{"case_id": "q1", "retrieved": [{"id": "d1"}]}\n')
@@ -205,7 +206,11 @@ def test_the_eval_command_takes_exactly_one_run_source(tmp_path):
         refused = CliRunner().invoke(main, [*cases, *extra])
         assert refused.exit_code == 2 and "either --run FILE or --run-from-store" in refused.output
     env = {"RAGMON_DATABASE__URL": f"sqlite:///{tmp_path / 'ragmon.db'}"}
+    missing = CliRunner().invoke(main, [*cases, "--run-from-store", "-o", "json"], env=env)
+    assert missing.exit_code == 2 and "no ragmon database at" in missing.output  # and none was made
+    assert not (tmp_path / "ragmon.db").exists()
+    upgrade(make_engine(env["RAGMON_DATABASE__URL"]))  # a store with no sample
     empty = CliRunner().invoke(main, [*cases, "--run-from-store", "--write-run", str(tmp_path / "built.jsonl"),
-                                      "--json"], env=env)
+                                      "-o", "json"], env=env)
     assert empty.exit_code == 0, empty.output
     assert "1 cases have no stored trace" in empty.output and (tmp_path / "built.jsonl").read_text() == ""

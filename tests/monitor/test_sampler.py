@@ -109,13 +109,14 @@ def test_samples_list_and_stats_commands(tmp_path):
     stored = SampleStore(runtime.engine).find()
     runtime.close()
     env = {"RAGMON_DATABASE__URL": f"sqlite:///{tmp_path / 'ragmon.db'}"}
-    listed = CliRunner().invoke(main, ["samples", "list", "--json", "--limit", "1000"], env=env)
+    listed = CliRunner().invoke(main, ["samples", "list", "-o", "json", "--limit", "1000"], env=env)
     assert listed.exit_code == 0, listed.output
     rows = [json.loads(line) for line in listed.output.splitlines()]
     assert sorted(r["trace_id"] for r in rows) == sorted(s.trace_id for s in stored)
-    globex = CliRunner().invoke(main, ["samples", "list", "--json", "--tenant", "globex", "--limit", "1000"], env=env)
+    globex = CliRunner().invoke(main, ["samples", "list", "-o", "json", "--tenant", "globex", "--limit", "1000"],
+                                env=env)
     assert {json.loads(line)["tenant"] for line in globex.output.splitlines()} == {"globex"}
-    stats = CliRunner().invoke(main, ["samples", "stats", "--json"], env=env)
+    stats = CliRunner().invoke(main, ["samples", "stats", "-o", "json"], env=env)
     report = json.loads(stats.output)
     assert report["statuses"] == {"queued": len(stored)}
     assert sum(r["samples"] for r in report["strata"]) == sum(len(s.strata) for s in stored)

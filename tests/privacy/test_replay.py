@@ -96,7 +96,7 @@ def test_no_planted_item_survives_anywhere(tmp_path: Path, caplog):
         assert result.exit_code == 0, result.output
         return result.output
 
-    listed = cli("samples", "list", "--json", "--limit", "100000")
+    listed = cli("samples", "list", "-o", "json", "--limit", "100000")
     stored = [json.loads(line) for line in listed.splitlines() if line.strip()]
     assert len(stored) == accepted  # every trace was sampled: the check below looks at all of them
     weeks = {sample["week"] for sample in stored}

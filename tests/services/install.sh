@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Installs the real services the integration tests run against, when they are missing:
-#   PostgreSQL server, Prometheus + promtool, Alertmanager (Debian packages),
+#   PostgreSQL server, Prometheus + promtool, Alertmanager, Chromium and chromedriver (Debian packages),
 #   Apache Kafka broker jars (Maven Central, cached outside the repository),
 #   Label Studio (PyPI, in a virtual environment of its own, cached outside the repository),
 #   the RAG frameworks of tests/clients/ (PyPI, likewise),
@@ -18,6 +18,9 @@ need_apt=()
 command -v prometheus >/dev/null || need_apt+=(prometheus)
 command -v promtool >/dev/null || need_apt+=(prometheus)
 command -v prometheus-alertmanager >/dev/null || command -v alertmanager >/dev/null || need_apt+=(prometheus-alertmanager)
+# the status page's browser test: Debian's Chromium and its WebDriver (never a browser download)
+command -v chromium >/dev/null || need_apt+=(chromium)
+command -v chromedriver >/dev/null || need_apt+=(chromium-driver)
 if [ ${#need_apt[@]} -gt 0 ]; then
   echo "installing Debian packages: ${need_apt[*]}"
   export DEBIAN_FRONTEND=noninteractive
