@@ -8,10 +8,12 @@ import json
 import os
 import time
 
+import pytest
 from click.testing import CliRunner
 
 from ragmon.collectors.files import read_dead_letters
 from ragmon.monitor.app.cli import main
+from tests.collectors.kafka_support import new_topic, read_all
 
 KEY = base64.b64encode(b"k" * 32).decode()
 
@@ -66,3 +68,37 @@ def test_letters_are_listed_then_replayed_once_the_config_is_fixed(tmp_path):
     assert (tmp_path / "dead.jsonl.replayed").stat().st_mode & 0o777 == 0o600
     bad = runner.invoke(main, ["dead-letters", "list", "--since", "yesterday"], env=fixed)
     assert bad.exit_code == 2 and "--since" in bad.output
+
+
+@pytest.mark.integration
+def test_letters_on_the_dead_letter_topic_are_listed_and_replayed(kafka, tmp_path):
+    """Scaled mode: the letters `ragmon replay` wrote to the dead-letter topic of a real broker are
+    read back whole (no consumer group), replayed once the config is fixed, and the one refused
+    again is on the topic again with its new reason."""
+    topic = new_topic(kafka, partitions=2, prefix="dlq")
+    base = {**{k: None for k in os.environ if k.startswith("RAGMON_")},
+            "RAGMON_DATABASE__URL": f"sqlite:///{tmp_path / 'ragmon.db'}",
+            "RAGMON_DEAD_LETTER__PATH": str(tmp_path / "dead.jsonl"),
+            "RAGMON_DEAD_LETTER__KEEP_RAW": "true", "RAGMON_DEAD_LETTER__ENCRYPTION_KEY": KEY,
+            "RAGMON_KAFKA__BOOTSTRAP_SERVERS": json.dumps([kafka.bootstrap_servers]),
+            "RAGMON_KAFKA__DEAD_LETTER_TOPIC": topic}
+    events = tmp_path / "events.jsonl"
+    events.write_text("\n".join(json.dumps(e) for e in [trace("short", "hi", 3), trace("long", "why " * 10, 3)]))
+    runner = CliRunner()
+    strict = {**base, "RAGMON_LIMITS__MAX_PASSAGES_PER_LIST": "2"}
+    first = runner.invoke(main, ["replay", str(events)], env=strict)
+    assert first.exit_code == 1, first.output
+    assert not (tmp_path / "dead.jsonl").exists()  # with Kafka, the letters went to the topic
+
+    letters = json.loads(runner.invoke(main, ["dlq", "list", "-o", "json"], env=base).stdout)["letters"]
+    assert [(letter["reason"], letter["replay"]) for letter in letters] == [("too_many_passages", "possible")] * 2
+    assert sorted(letter["origin"]["line"] for letter in letters) == ["1", "2"]
+
+    fixed = {**base, "RAGMON_LIMITS__MAX_TEXT_LENGTH": "10"}
+    replayed = runner.invoke(main, ["dead-letters", "replay", "-o", "json"], env=fixed)
+    assert replayed.exit_code == 1, replayed.output
+    assert json.loads(replayed.stdout) == {"replayed": 2, "accepted": 1, "rejected_again": 1, "skipped": {}}
+    on_topic = [dict(message.headers)["ragmon.reason"].decode() for message in read_all(kafka, topic)]
+    assert sorted(on_topic) == ["too_long", "too_many_passages", "too_many_passages"]
+    again = runner.invoke(main, ["dead-letters", "replay", "--reason", "too_many_passages", "-o", "json"], env=fixed)
+    assert json.loads(again.stdout)["skipped"] == {"replayed already": 2}

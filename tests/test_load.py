@@ -18,6 +18,7 @@ from tests.ragmon_process import RagmonServer, rss_mb
 pytestmark = pytest.mark.integration
 
 BATCH = 200  # events per request
+LOAD_SECONDS = 15
 
 
 def test_twice_the_capacity_is_refused_with_retry_after_and_memory_stays_bounded(tmp_path):
@@ -33,65 +34,79 @@ def test_twice_the_capacity_is_refused_with_retry_after_and_memory_stays_bounded
     headers = {"content-type": "application/x-ndjson"}
     with RagmonServer(tmp_path, RAGMON_HTTP__MAX_PENDING_REQUESTS="4") as server:
         pid = server.process.pid
-        # capacity: what it takes when it is never idle: 16 clients back to back, counting the
-        # requests it answered 200 (a body is read while another is processed, so one client
-        # alone would understate it)
-        sent: Counter = Counter()
 
-        def back_to_back(number: int, until: float) -> None:
-            with httpx.Client(base_url=server.url, timeout=60) as client:
-                n = number
-                while time.monotonic() < until:
-                    status = client.post("/v1/events", content=body(n), headers=headers).status_code
-                    assert status in (200, 503)
-                    sent[number] += status == 200
-                    n += 16
+        def attempt() -> tuple:
+            """Measure the capacity, then offer twice that for 15 s."""
+            # capacity: what it takes when it is never idle: 16 clients back to back, counting the
+            # requests it answered 200 (a body is read while another is processed, so one client
+            # alone would understate it)
+            sent: Counter = Counter()
 
-        started = time.monotonic()
-        measuring = [threading.Thread(target=back_to_back, args=(i, started + 5)) for i in range(16)]
-        for thread in measuring:
-            thread.start()
-        for thread in measuring:
-            thread.join(60)
-        capacity = sum(sent.values()) / (time.monotonic() - started)
-        baseline = rss_mb(pid)
+            def back_to_back(number: int, until: float) -> None:
+                with httpx.Client(base_url=server.url, timeout=60) as client:
+                    n = number
+                    while time.monotonic() < until:
+                        status = client.post("/v1/events", content=body(n), headers=headers).status_code
+                        assert status in (200, 503)
+                        sent[number] += status == 200
+                        n += 16
 
-        # twice that, from many clients at once, for 15 s
-        statuses: Counter = Counter()
-        retry_after: set = set()
-        peak = [baseline]
-        stop = threading.Event()
-        target = 2 * capacity
+            started = time.monotonic()
+            measuring = [threading.Thread(target=back_to_back, args=(i, started + 5)) for i in range(16)]
+            for thread in measuring:
+                thread.start()
+            for thread in measuring:
+                thread.join(60)
+            capacity = sum(sent.values()) / (time.monotonic() - started)
+            baseline = rss_mb(pid)
 
-        clients = 32
-        interval = clients / target  # the clients together offer `target` requests per second
+            # twice that, from many clients at once, for 15 s
+            statuses: Counter = Counter()
+            retry_after: set = set()
+            peak = [baseline]
+            stop = threading.Event()
+            target = 2 * capacity
 
-        def client_loop(number: int) -> None:
-            # open loop: each request leaves at its scheduled time, however slow the answers are, so
-            # the server is really offered twice what it takes (a client waiting for answers before
-            # it sends again would slow down with the server and offer less)
-            next_at = time.monotonic() + number * interval / clients
-            with httpx.Client(base_url=server.url, timeout=60) as client:
-                n = number
-                while not stop.is_set():
-                    time.sleep(max(0.0, next_at - time.monotonic()))
-                    next_at += interval
-                    answer = client.post("/v1/events", content=body(n), headers=headers)
-                    statuses[answer.status_code] += 1
-                    if answer.status_code in (429, 503):
-                        retry_after.add(answer.headers.get("retry-after"))
-                    n += clients
+            clients = 32
+            interval = clients / target  # the clients together offer `target` requests per second
 
-        threads = [threading.Thread(target=client_loop, args=(i,)) for i in range(clients)]
-        for thread in threads:
-            thread.start()
-        load_started = time.monotonic()
-        while time.monotonic() - load_started < 15:
-            peak.append(rss_mb(pid))
-            time.sleep(0.5)
-        stop.set()
-        for thread in threads:
-            thread.join(60)
+            def client_loop(number: int) -> None:
+                # open loop: each request leaves at its scheduled time, however slow the answers are, so
+                # the server is really offered twice what it takes (a client waiting for answers before
+                # it sends again would slow down with the server and offer less)
+                next_at = time.monotonic() + number * interval / clients
+                with httpx.Client(base_url=server.url, timeout=60) as client:
+                    n = number
+                    while not stop.is_set():
+                        time.sleep(max(0.0, next_at - time.monotonic()))
+                        next_at += interval
+                        answer = client.post("/v1/events", content=body(n), headers=headers)
+                        statuses[answer.status_code] += 1
+                        if answer.status_code in (429, 503):
+                            retry_after.add(answer.headers.get("retry-after"))
+                        n += clients
+
+            threads = [threading.Thread(target=client_loop, args=(i,)) for i in range(clients)]
+            for thread in threads:
+                thread.start()
+            load_started = time.monotonic()
+            while time.monotonic() - load_started < LOAD_SECONDS:
+                peak.append(rss_mb(pid))
+                time.sleep(0.5)
+            stop.set()
+            for thread in threads:
+                thread.join(60)
+            return capacity, statuses, retry_after, peak, baseline
+
+        # The other tests share these two cores, and what they leave over changes from one moment
+        # to the next: when the load phase drew more than the capacity measured just before, that
+        # measurement was taken under heavier neighbours and the load was not twice the capacity;
+        # it is measured and offered again (at most three times).
+        for _ in range(3):
+            capacity, statuses, retry_after, peak, baseline = attempt()
+            served = statuses[200] / LOAD_SECONDS
+            if statuses[429] + statuses[503] > 0.1 * sum(statuses.values()) or served < 1.5 * capacity:
+                break
 
         # recovery: once the load is gone, requests succeed again at once
         with httpx.Client(base_url=server.url, timeout=30) as client:

@@ -1,11 +1,13 @@
 """``ragmon dead-letters list|replay`` (also ``ragmon dlq``): the records ragmon refused, and once
 the sender or the config is fixed, the same records fed back through the pipeline.
 
-Letters are read from the dead-letter file (``dead_letter.path`` and its rotated files). Only a
-letter whose raw bytes were kept (``dead_letter.keep_raw``, encrypted) in full can be replayed:
-the keyed hash and redacted text are not the record. Each replayed letter is noted in
-``<path>.replayed`` (0600), with what became of it, so it is not replayed twice; a letter that
-fails again is written again by the pipeline, with its new reason.
+Letters are read from the dead-letter file (``dead_letter.path`` and its rotated files) or, in
+scaled mode, the dead-letter topic (``kafka.dead_letter_topic``, read whole without a consumer
+group). Only a letter whose raw bytes were kept (``dead_letter.keep_raw``, encrypted) in full can
+be replayed: the keyed hash and redacted text are not the record. Each replayed letter is noted
+in ``<dead_letter.path>.replayed`` (0600) where the command runs, with what became of it, so it is
+not replayed twice; a letter that fails again is written again by the pipeline (to the file or
+the topic), with its new reason.
 """
 
 from __future__ import annotations
@@ -24,9 +26,11 @@ from rich.table import Table
 from rich.text import Text
 
 from ragmon.collectors.files import read_dead_letters
+from ragmon.collectors.kafka_dead_letter_reader import read_topic_letters
 from ragmon.collectors.letter_body import decrypt_raw
 from ragmon.monitor.app.cli_context import settings_of
 from ragmon.monitor.app.cli_output import FOUND, output_option, stdout
+from ragmon.monitor.config.settings import Settings
 from ragmon.monitor.core.private_files import open_private
 from ragmon.monitor.core.records import RawRecord
 from ragmon.monitor.findings.query import QueryError, parse_since
@@ -39,8 +43,27 @@ def replay_log(letters_path: Path) -> Path:
 
 
 def letter_key(letter: dict[str, Any]) -> str:
-    """What names a letter across reads: when it was written and the (keyed) hash of its bytes."""
+    """What names a letter across reads: its place on the topic, or for the file, when it was
+    written and the (keyed) hash of its bytes."""
+    if "at" in letter:
+        return f"{letter['at']['topic']}:{letter['at']['partition']}:{letter['at']['offset']}"
     return f"{letter['time']}|{letter.get('raw_hmac') or letter.get('raw_sha256')}"
+
+
+FROM = click.option("--from", "where", type=click.Choice(["file", "topic"]),
+                    help="The dead-letter file (dead_letter.path) or topic (kafka.dead_letter_topic); "
+                         "default: the topic when kafka.bootstrap_servers is set, else the file.")
+
+
+def _letters(settings: Settings, where: str | None) -> tuple[list[dict[str, Any]], str]:
+    """The letters, oldest first, and where they were read, in words."""
+    if (where or ("topic" if settings.kafka.bootstrap_servers else "file")) == "topic":
+        if not settings.kafka.bootstrap_servers:
+            raise click.UsageError("--from topic needs kafka.bootstrap_servers (RAGMON_KAFKA__BOOTSTRAP_SERVERS)")
+        topic = settings.kafka.dead_letter_topic
+        letters = read_topic_letters(settings.kafka.client_options(), topic, settings.dead_letter.max_raw_bytes)
+        return letters, f"on topic {topic}"
+    return read_dead_letters(settings.dead_letter.path), f"in {settings.dead_letter.path}"
 
 
 def _replayed(letters_path: Path) -> dict[str, dict]:
@@ -96,14 +119,17 @@ def dead_letters() -> None:
 @click.option("--since", help="Only letters written since then: 30m, 24h, 7d, an ISO-8601 time or Unix seconds.")
 @click.option("--limit", type=click.IntRange(min=1), default=50, show_default=True,
               help="Letters at most, newest first.")
+@FROM
 @output_option("table", "json")
 @click.pass_context
-def list_letters(ctx: click.Context, reason: str | None, since: str | None, limit: int, output: str) -> None:
+def list_letters(ctx: click.Context, reason: str | None, since: str | None, limit: int, where: str | None,
+                 output: str) -> None:
     """The dead letters, newest first, each with its reason, detail, origin and whether it can be
     replayed (or was)."""
     settings = settings_of(ctx)
     path = settings.dead_letter.path
-    selected = [letter for letter in reversed(read_dead_letters(path)) if _selection(reason, since)(letter)]
+    letters, read_where = _letters(settings, where)
+    selected = [letter for letter in reversed(letters) if _selection(reason, since)(letter)]
     replayed = _replayed(path)
     shown = [{"time": letter["time"], "source": letter["source"], "reason": letter["reason"],
               "detail": letter["detail"], "origin": letter["origin"], "size": letter["size"],
@@ -112,7 +138,7 @@ def list_letters(ctx: click.Context, reason: str | None, since: str | None, limi
     if output == "json":
         click.echo(json.dumps({"letters": shown, "total": len(selected)}))
         return
-    table = Table(title=Text(f"{len(shown)} of {len(selected)} dead letters in {path}, newest first"))
+    table = Table(title=Text(f"{len(shown)} of {len(selected)} dead letters {read_where}, newest first"))
     for column in ("time", "source", "reason", "detail", "origin", "replay"):
         table.add_column(column)
     for letter in shown:
@@ -128,9 +154,10 @@ def list_letters(ctx: click.Context, reason: str | None, since: str | None, limi
 @dead_letters.command("replay")
 @click.option("--reason", help="Only letters with this reason.")
 @click.option("--since", help="Only letters written since then: 30m, 24h, 7d, an ISO-8601 time or Unix seconds.")
+@FROM
 @output_option("table", "json")
 @click.pass_context
-def replay_letters(ctx: click.Context, reason: str | None, since: str | None, output: str) -> None:
+def replay_letters(ctx: click.Context, reason: str | None, since: str | None, where: str | None, output: str) -> None:
     """Feed the selected letters' records back through the pipeline, oldest first. Exit 1 when
     any was rejected again (it is a dead letter again, with its new reason)."""
     from ragmon.monitor.app.wiring import build_runtime
@@ -141,7 +168,8 @@ def replay_letters(ctx: click.Context, reason: str | None, since: str | None, ou
     selection = _selection(reason, since)
     replayed = _replayed(path)
     chosen, skipped = [], Counter()
-    for letter in read_dead_letters(path):
+    letters, _ = _letters(settings, where)
+    for letter in letters:
         if not selection(letter):
             continue
         why = _why_not(letter, replayed)
