@@ -51,9 +51,10 @@ class Finding:
     """One rule that fired on one trace, before redaction.
 
     ``reason`` is a :meth:`str.format` template of ours; its ``{name}`` fields are filled from
-    ``principals`` (lists of principals, shown as ``[a, b]``) and ``terms`` (strings a sender
-    chose). ``stage``: ``candidates`` (any retrieval list) or ``context`` for the passage-level
-    signals, else None. ``documents``: (doc id, version or None), at most :data:`MAX_IDS`, like
+    ``principals`` (lists shown as ``[a, b]``: principals, and other names a sender chose such as
+    embedding models; ``user:`` ones become pseudonyms) and ``terms`` (strings a sender chose).
+    ``stage``: ``candidates`` (any retrieval list) or ``context`` for the passage-level signals,
+    else None. ``documents``: (doc id, version or None), at most :data:`MAX_IDS`, like
     ``passage_ids``. ``trace``: the trace the finding is about; for a rephrase and for feedback
     that is an earlier trace than the event that revealed it."""
 
@@ -168,11 +169,12 @@ def _stale_rule(trace: TraceEvent, catalog: Catalog) -> Rule:
             return None
         doc_id = catalog.document_of(passage)
         document = catalog.document(doc_id) if doc_id is not None else None
-        if document is None:
+        served = passage.doc_version or (catalog.indexed_version(index, doc_id) if doc_id is not None else None)
+        if document is None or served is None or not catalog.is_outdated(doc_id, served, index):
+            # the catalog did not decide (is_stale then goes by the passage's own times)
             return "the source changed after the passage was indexed", {}, {}
         if document.deleted:
             return "the catalog records the document as deleted", {}, {}
-        served = passage.doc_version or catalog.indexed_version(index, doc_id) or ""
         return ("version {served} was served; the catalog's current version is {current}", {},
                 {"served": served, "current": document.version})
 

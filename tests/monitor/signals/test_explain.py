@@ -149,3 +149,13 @@ def test_nothing_is_explained_when_turned_off():
     catalog.apply(DocumentEvent(doc_id="pay", version="v1", modified_at=NOW, tenant="acme", acl=["group:payroll"]))
     signals = SignalEngine(SignalsConfig(), catalog, explain=False).observe(trace([Passage("p", doc_id="pay")]))
     assert signals.access.candidates == 1 and signals.findings == []
+
+
+def test_a_passage_stale_by_its_own_times_says_so():
+    catalog = Catalog()
+    catalog.apply(DocumentEvent(doc_id="hb", version="v2", modified_at=NOW - 50, tenant="acme"))
+    engine = SignalEngine(SignalsConfig(), catalog)
+    # the catalog knows the document but not which version the passage is of: its own times decide
+    old = Passage("hb#1", doc_id="hb", source_modified_at=NOW - 10, indexed_at=NOW - 100)
+    stale = by_signal(engine.observe(trace([old], [old])).findings)[FindingSignal.STALE_PASSAGE]
+    assert [f.reason for f in stale] == ["the source changed after the passage was indexed"] * 2
