@@ -19,6 +19,8 @@ pytestmark = pytest.mark.integration
 
 BATCH = 200  # events per request
 LOAD_SECONDS = 15
+SLOTS = 4  # http.max_pending_requests of the server under test
+MEASURING_CLIENTS = SLOTS + 2
 
 
 def test_twice_the_capacity_is_refused_with_retry_after_and_memory_stays_bounded(tmp_path):
@@ -32,14 +34,15 @@ def test_twice_the_capacity_is_refused_with_retry_after_and_memory_stays_bounded
         the server next to nothing, and the load would no longer be the load it claims to be."""
         return bodies[n % len(bodies)].replace(b'"trace_id":"', f'"trace_id":"r{next(requests)}-'.encode())
     headers = {"content-type": "application/x-ndjson"}
-    with RagmonServer(tmp_path, RAGMON_HTTP__MAX_PENDING_REQUESTS="4") as server:
+    with RagmonServer(tmp_path, RAGMON_HTTP__MAX_PENDING_REQUESTS=str(SLOTS)) as server:
         pid = server.process.pid
 
         def attempt() -> tuple:
             """Measure the capacity, then offer twice that for 15 s."""
-            # capacity: what it takes when it is never idle: 16 clients back to back, counting the
-            # requests it answered 200 (a body is read while another is processed, so one client
-            # alone would understate it)
+            # capacity: what it takes when it is never idle: a client per processing slot and two
+            # more back to back, counting the requests it answered 200 (a body is read while
+            # another is processed, so one client alone would understate it; many more would too,
+            # the server's time going into reading bodies it then refuses with 503)
             sent: Counter = Counter()
 
             def back_to_back(number: int, until: float) -> None:
@@ -49,10 +52,10 @@ def test_twice_the_capacity_is_refused_with_retry_after_and_memory_stays_bounded
                         status = client.post("/v1/events", content=body(n), headers=headers).status_code
                         assert status in (200, 503)
                         sent[number] += status == 200
-                        n += 16
+                        n += MEASURING_CLIENTS
 
             started = time.monotonic()
-            measuring = [threading.Thread(target=back_to_back, args=(i, started + 5)) for i in range(16)]
+            measuring = [threading.Thread(target=back_to_back, args=(i, started + 5)) for i in range(MEASURING_CLIENTS)]
             for thread in measuring:
                 thread.start()
             for thread in measuring:
