@@ -3,12 +3,16 @@
 
 from __future__ import annotations
 
+import hashlib
+import hmac
 import sqlite3
 import time
 from dataclasses import dataclass
 from typing import Any
 
-from tests.clients.expect import Catalog, Expected, expected
+import httpx
+
+from tests.clients.expect import Catalog, Expected, expected, findings, principals
 from tests.ragmon_process import RagmonServer, scraped
 
 GLOBAL_COUNTERS = (("ragmon_derived_passage_ids_total", {"how": "metadata"}),
@@ -101,6 +105,7 @@ def assert_agrees(servers: dict[str, RagmonServer], run: AppRun) -> dict[str, Ex
             assert payload["query"] == questions[trace_id]["question"], where
             assert payload["index"]["name"] == index, where
             assert (payload.get("answer") or {}).get("text") == questions[trace_id].get("answer"), where
+            assert_findings(server, questions[trace_id], tenant, index, catalog, where)
         def count(name: str, url: str = server.url, **labels: str) -> float:
             return scraped(url, name, tenant=tenant, **labels)
 
@@ -124,3 +129,33 @@ def assert_agrees(servers: dict[str, RagmonServer], run: AppRun) -> dict[str, Ex
             assert grew[f"ragmon_derived_passage_ids_total{{'how': '{how}'}}"] == derived.get(how, 0), (export, how)
         assert grew["ragmon_otlp_traces_without_retrieval_total{}"] == without_retrieval, export
     return expectations
+
+
+def assert_findings(server: RagmonServer, question: dict[str, Any], tenant: str, index: str, catalog: Catalog,
+                    where: str) -> None:
+    """``GET /api/v1/traces/{id}`` lists exactly the expected permission-violation and
+    stale-passage findings of the question's trace: per stage, the passages, their documents and
+    versions, and the rule in words, the caller's principals shown with the stored pseudonym."""
+    answer = httpx.get(f"{server.url}/api/v1/traces/{question['trace_id']}", timeout=10)
+    assert answer.status_code == 200, (where, answer.text)
+    shown = [f for f in answer.json()["findings"] if f["signal"] in ("permission_violation", "stale_passage")]
+    caller = question.get("caller") or {}
+    pseudonym = caller_pseudonym(server, caller["id"]) if caller.get("id") else None
+    assert {f["caller"] for f in shown} <= {pseudonym}, where
+    assert not caller.get("id") or caller["id"] not in answer.text, where
+    stored = [f"user:{pseudonym}" if p == f"user:{caller.get('id')}" else p
+              for p in sorted(principals(tenant, question.get("caller")))]
+    expected_rows = {(e.signal, e.stage, tuple(e.passage_ids), tuple(e.documents),
+                      e.reason.replace("{caller}", "[" + ", ".join(stored) + "]"))
+                     for e in findings(question, tenant, index, catalog)}
+    shown_rows = {(f["signal"], f["stage"], tuple(f["passage_ids"]),
+                   tuple((d["doc_id"], d["version"]) for d in f["documents"]), f["reason"]) for f in shown}
+    assert shown_rows == expected_rows, where
+
+
+def caller_pseudonym(server: RagmonServer, caller_id: str) -> str:
+    """The stored form of a caller id by the rule docs/sampling.md states: ``caller:`` and the first
+    24 hex digits of HMAC-SHA256 over the id, keyed with the caller key (here the one an embedded
+    server made beside its database)."""
+    key = (server.scratch / "caller.key").read_text().strip().encode()
+    return "caller:" + hmac.new(key, caller_id.encode(), hashlib.sha256).hexdigest()[:24]

@@ -143,3 +143,70 @@ def expected(question: dict[str, Any], tenant: str, index: str, catalog: Catalog
         unknown_acl={p for p, verdict in verdicts.items() if verdict is None},
         derived=derived,
     )
+
+
+@dataclass(frozen=True)
+class ExpectedFinding:
+    """A finding ``GET /api/v1/traces/{id}`` must list: the passages flagged at its stage (in the
+    order they first appear there), their documents with the version each passage carried, and
+    the rule in the words docs/alerts.md gives. ``caller`` in the words stands for the caller's
+    principals as stored (``user:`` pseudonymised), filled in by the caller of :func:`findings`."""
+
+    signal: str
+    stage: str
+    passage_ids: list[str]
+    documents: list[tuple[str, str | None]]
+    reason: str
+
+
+def _listed(values: list[str]) -> str:
+    return "[" + ", ".join(values) + "]"
+
+
+def _leak_words(document: dict[str, Any], tenant: str, catalog: Catalog) -> str:
+    known = catalog.documents.get(_document_of(document, catalog) or "")
+    if known is not None and known.get("tenant", "default") != tenant:
+        owner = known.get("tenant", "default")
+        return f"the catalog puts the document in tenant {owner}; the caller is of tenant {tenant}"
+    if known is not None and known.get("acl") is not None:
+        return f"catalog ACL {_listed(sorted(known['acl']))} excludes the caller {{caller}}"
+    acl = (document.get("metadata") or {}).get("acl")
+    if isinstance(acl, str):
+        acl = [p.strip() for p in acl.split(",") if p.strip()]
+    return f"passage ACL {_listed(sorted(acl))} excludes the caller {{caller}}"
+
+
+def _stale_words(document: dict[str, Any], index: str, catalog: Catalog) -> str:
+    name = _document_of(document, catalog)
+    served = (document.get("metadata") or {}).get("doc_version") or catalog.indexed.get((index, name))
+    return f"version {served} was served; the catalog's current version is {catalog.documents[name]['version']}"
+
+
+def findings(question: dict[str, Any], tenant: str, index: str, catalog: Catalog) -> list[ExpectedFinding]:
+    """The permission-violation and stale-passage findings of a question, per stage: a passage
+    is flagged by the rule of :func:`leaked` (:func:`stale`); the words are those of the stage's
+    first flagged passage, followed by ``(and N other rule(s))`` when its flagged passages broke
+    N other distinct rules."""
+    allowed = principals(tenant, question.get("caller"))
+    stages = {"candidates": [d for documents in question["lists"] for d in documents],
+              "context": question["context"]}
+    judges = {"permission_violation": (lambda d: leaked(d, tenant, allowed, catalog),
+                                       lambda d: _leak_words(d, tenant, catalog)),
+              "stale_passage": (lambda d: stale(d, index, catalog), lambda d: _stale_words(d, index, catalog))}
+    out = []
+    for signal, (flags, words) in judges.items():
+        for stage, documents in stages.items():
+            flagged = {passage_id(d)[0]: d for d in reversed(documents) if flags(d)}  # first copy wins
+            ordered = sorted(flagged, key=[passage_id(d)[0] for d in documents].index)
+            if not ordered:
+                continue
+            reasons = list(dict.fromkeys(words(flagged[p]) for p in ordered))
+            reason = reasons[0] + (f" (and {len(reasons) - 1} other rule(s))" if len(reasons) > 1 else "")
+            docs: list[tuple[str, str | None]] = []
+            for p in ordered:
+                version = (flagged[p].get("metadata") or {}).get("doc_version")
+                entry = (_document_of(flagged[p], catalog), None if version is None else str(version))
+                if entry[0] is not None and entry not in docs:
+                    docs.append(entry)
+            out.append(ExpectedFinding(signal, stage, ordered[:10], docs[:10], reason))
+    return out
