@@ -40,7 +40,7 @@ class LetterBody:
 
     def __init__(self, *, hash_key: bytes = b"", redact: Callable[[str], str] | None = None,
                  raw_key: bytes | None = None, max_bytes: int = 65536, max_text_bytes: int = 4096,
-                 texts_per_second: float = 50.0, clock: Callable[[], float] = time.monotonic) -> None:
+                 texts_per_second: float = 10.0, clock: Callable[[], float] = time.monotonic) -> None:
         self._hash_key = hash_key
         self._redact = redact
         self._cipher = AESGCM(raw_key) if raw_key is not None else None

@@ -9,6 +9,7 @@ from __future__ import annotations
 import itertools
 import json
 import multiprocessing
+import os
 import random
 import time
 import uuid
@@ -29,7 +30,7 @@ from ragmon.monitor.config.settings import load_settings
 from ragmon.monitor.core.errors import Reason
 from tests.collectors.kafka_support import committed, end_offsets, new_topic, produce, read_all, wait_for
 
-EVENTS = 100_000
+EVENTS = int(os.environ.get("FUZZ_EVENTS", 100_000))  # fewer to profile a path; the suite runs 100k
 BATCH = 1000
 
 
@@ -325,7 +326,7 @@ def test_a_hundred_thousand_mutated_traces_through_otlp(tmp_path):
     # Spans over the per-trace bound would also be refused; these traces stay far below it.
     assert answered_refused == refused_spans
     assert n_accepted + n_rejected + without_retrieval == EVENTS - refused_traces  # every trace accounted for
-    assert set(reasons) <= {reason.value for reason in Reason} and n_accepted > 10_000 and len(reasons) >= 3
+    assert set(reasons) <= {reason.value for reason in Reason} and n_accepted > EVENTS // 10 and len(reasons) >= 3
     letters = read_dead_letters(tmp_path / "dead.jsonl")
     assert Counter(letter["reason"] for letter in letters) == reasons
     print(f"\n{EVENTS} mutated traces through OTLP in {elapsed:.0f} s: {refused_traces} refused at the receiver, "

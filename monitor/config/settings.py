@@ -76,7 +76,7 @@ class DeadLetterConfig(ConfigSection):
     max_text_bytes: PositiveInt = Field(
         4096, description="Bytes of a rejected record its letter's redacted text is made from.")
     texts_per_second: PositiveFloat = Field(
-        50.0, description="Letters per second that get a redacted text (after a burst of ten seconds' worth); "
+        10.0, description="Letters per second that get a redacted text (after a burst of ten seconds' worth); "
         "beyond it a letter keeps its hash and says `text_omitted`: redaction stays bounded under a flood.")
     keep_raw: bool = Field(
         False, description="Keep each rejected record's raw bytes, encrypted with `encryption_key` (AES-GCM), "

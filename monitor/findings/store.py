@@ -19,8 +19,6 @@ from sqlmodel import Field, Session, SQLModel, col, select
 
 from ragmon.monitor.core.errors import Retryable
 
-_ROWS_PER_STATEMENT = 1000  # PostgreSQL takes at most 65,535 parameters in one statement
-
 
 class FindingRow(SQLModel, table=True):
     __tablename__ = "finding"
@@ -68,9 +66,9 @@ class FindingsStore:
         try:
             with self._engine.begin() as connection:
                 dialect = postgresql if connection.dialect.name == "postgresql" else sqlite
-                for start in range(0, len(rows), _ROWS_PER_STATEMENT):
-                    statement = dialect.insert(_TABLE).values(list(rows[start:start + _ROWS_PER_STATEMENT]))
-                    connection.execute(statement.on_conflict_do_nothing(index_elements=["key"]))
+                # executemany of one statement: compiled once and cached, where a multi-row VALUES
+                # of each batch's length would be compiled again every time
+                connection.execute(dialect.insert(_TABLE).on_conflict_do_nothing(index_elements=["key"]), list(rows))
         except SQLAlchemyError as error:
             raise Retryable(f"findings store: {type(error).__name__}") from error
 

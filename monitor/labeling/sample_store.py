@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from sqlalchemy import JSON, Column, Engine, delete, func, text, update
+from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.exc import SQLAlchemyError
 from sqlmodel import Field, Session, SQLModel, col, select
 
@@ -185,10 +186,11 @@ class SampleStore:
         gone = sorted(rows.keys() - state.strata.keys())
         if gone:
             session.execute(delete(Sample).where(col(Sample.trace_id).in_(gone)))
-        for stratum, fingerprint in sorted(state.changed_claims):
-            claim = state.claims[stratum, fingerprint]
-            session.merge(SampleClaim(tenant=tenant, week=week, stratum=stratum, fingerprint=fingerprint,
-                                      trace_id=claim.trace_id, rank=claim.rank, updated_at=now))
+        claims = [{"tenant": tenant, "week": week, "stratum": stratum, "fingerprint": fingerprint,
+                   "trace_id": state.claims[stratum, fingerprint].trace_id,
+                   "rank": state.claims[stratum, fingerprint].rank, "updated_at": now}
+                  for stratum, fingerprint in sorted(state.changed_claims)]
+        _store_claims(session, claims)
 
     def upsert(self, samples: Sequence[NewSample]) -> list[str]:
         """Store new samples and add strata to known ones; return the trace ids stored for the
@@ -311,3 +313,20 @@ def _where(query: Any, week: str | None, tenant: str | None, status: str | None)
         if value is not None:
             query = query.where(column == value)
     return query
+
+
+_CLAIM_KEY = ("tenant", "week", "stratum", "fingerprint")
+
+
+def _store_claims(session: Session, claims: list[dict[str, Any]]) -> None:
+    """Insert or replace the claims (in key order) in one executemany of a statement compiled once,
+    instead of a select and a write per claim. The tenant-week is held by the caller
+    (``_lock_week``), so the replaced claim is the one this transaction read."""
+    if not claims:
+        return
+    connection = session.connection()
+    statement = (postgresql if connection.dialect.name == "postgresql" else sqlite).insert(
+        SampleClaim.__table__)  # type: ignore[attr-defined]
+    connection.execute(statement.on_conflict_do_update(
+        index_elements=list(_CLAIM_KEY),
+        set_={name: statement.excluded[name] for name in ("trace_id", "rank", "updated_at")}), claims)

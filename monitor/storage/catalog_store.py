@@ -117,7 +117,6 @@ class CatalogPersistence:
 
 _DOCUMENTS: Table = CatalogDocument.__table__  # type: ignore[assignment]
 _INDEXED: Table = CatalogIndexed.__table__  # type: ignore[assignment]
-_ROWS_PER_STATEMENT = 1000  # PostgreSQL takes at most 65,535 parameters in one statement
 
 
 def _document_row(state: DocumentState) -> dict[str, Any]:
@@ -158,11 +157,13 @@ def _differs(row: Any, new: Any, *names: str) -> Any:
 def _upsert(connection: Any, table: Table, rows: Sequence[dict[str, Any]], keys: tuple[str, ...],
             is_newer: Any) -> None:
     """Insert ``rows`` (already in key order), or update the existing row where ``is_newer``."""
+    if not rows:
+        return  # an empty executemany would run the statement once, with no values
     dialect = postgresql if connection.dialect.name == "postgresql" else sqlite
-    for start in range(0, len(rows), _ROWS_PER_STATEMENT):
-        statement = dialect.insert(table).values(list(rows[start:start + _ROWS_PER_STATEMENT]))
-        new = statement.excluded
-        statement = statement.on_conflict_do_update(
-            index_elements=list(keys), set_={c.name: new[c.name] for c in table.columns if c.name not in keys},
-            where=is_newer(table.c, new))
-        connection.execute(statement)
+    statement = dialect.insert(table)
+    new = statement.excluded
+    statement = statement.on_conflict_do_update(
+        index_elements=list(keys), set_={c.name: new[c.name] for c in table.columns if c.name not in keys},
+        where=is_newer(table.c, new))
+    # executemany of one statement, compiled once and cached (the driver sends the rows in order)
+    connection.execute(statement, list(rows))

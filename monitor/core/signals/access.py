@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from enum import Enum
+
 from ragmon.monitor.core.catalog import Catalog
 from ragmon.monitor.core.model import Passage, TraceEvent
 from ragmon.monitor.core.signals.results import AccessFindings
@@ -20,47 +23,70 @@ def caller_principals(trace: TraceEvent) -> frozenset[str]:
     return frozenset(principals)
 
 
-_ACL_OF_PASSAGE = object()  # the catalog has no say: the passage's own ACL decides
+class Access(Enum):
+    """Why a passage may or may not be read by the caller: the verdict and the rule that gave it.
+    ``violation``: True (may not), False (may), None (no ACL is known anywhere)."""
+
+    OTHER_TENANT = ("other_tenant", True)  # the catalog puts its document in another tenant
+    CATALOG_EXCLUDES = ("catalog_excludes", True)
+    CATALOG_ADMITS = ("catalog_admits", False)
+    PASSAGE_EXCLUDES = ("passage_excludes", True)  # the catalog has no ACL for it: the passage's own
+    PASSAGE_ADMITS = ("passage_admits", False)
+    UNKNOWN = ("unknown", None)
+
+    def __init__(self, _name: str, violation: bool | None) -> None:
+        self.violation = violation
 
 
-def _document_verdict(doc_id: str, tenant: str, principals: frozenset[str], catalog: Catalog):
-    """The catalog's verdict on a document: True (another tenant's, or its ACL excludes the
-    caller), False (its ACL admits the caller), or ``_ACL_OF_PASSAGE`` when the catalog does not
-    know the document or its ACL."""
+def _document_access(doc_id: str, tenant: str, principals: frozenset[str], catalog: Catalog) -> Access | None:
+    """The catalog's verdict on a document; None when it does not know the document or its ACL."""
     document = catalog.document(doc_id)
     if document is None:
-        return _ACL_OF_PASSAGE
-    if document.tenant != tenant:
-        return True
-    if document.acl is None:
-        return _ACL_OF_PASSAGE
-    return EVERYONE not in document.acl and principals.isdisjoint(document.acl)
-
-
-def _acl_verdict(acl: list[str] | None, principals: frozenset[str]) -> bool | None:
-    if acl is None:
         return None
-    if EVERYONE in acl:
-        return False
-    return principals.isdisjoint(acl)
+    if document.tenant != tenant:
+        return Access.OTHER_TENANT
+    if document.acl is None:
+        return None
+    if EVERYONE in document.acl or not principals.isdisjoint(document.acl):
+        return Access.CATALOG_ADMITS
+    return Access.CATALOG_EXCLUDES
+
+
+def _passage_access(acl: list[str] | None, principals: frozenset[str]) -> Access:
+    if acl is None:
+        return Access.UNKNOWN
+    if EVERYONE in acl or not principals.isdisjoint(acl):
+        return Access.PASSAGE_ADMITS
+    return Access.PASSAGE_EXCLUDES
+
+
+def access_judge(trace: TraceEvent, catalog: Catalog) -> Callable[[Passage], Access]:
+    """The judge of a trace's passages. The catalog's ACL comes first: it reflects revocations the
+    index has not seen; a passage of another tenant's document is a violation whatever its ACL
+    says. Chunks and copies of one document share the catalog's verdict, computed once."""
+    principals = caller_principals(trace)
+    by_document: dict[str, Access | None] = {}
+
+    def judge(passage: Passage) -> Access:
+        doc_id = catalog.document_of(passage)
+        if doc_id is not None:
+            if doc_id in by_document:
+                verdict = by_document[doc_id]
+            else:
+                verdict = by_document[doc_id] = _document_access(doc_id, trace.tenant, principals, catalog)
+            if verdict is not None:
+                return verdict
+        return _passage_access(passage.acl, principals)
+
+    return judge
 
 
 def permission_violations(trace: TraceEvent, catalog: Catalog) -> AccessFindings:
     """Distinct violating passage ids at stage ``candidates`` (any retrieval list) and ``context``."""
-    principals = caller_principals(trace)
-    by_document: dict[str, object] = {}  # chunks and copies of one document share its verdict
+    access = access_judge(trace, catalog)
 
     def judge(passage: Passage) -> bool | None:
-        """The catalog's ACL comes first: it reflects revocations the index has not seen; a
-        passage of another tenant's document is a violation whatever its ACL says."""
-        doc_id = catalog.document_of(passage)
-        if doc_id is not None:
-            verdict = by_document.get(doc_id)
-            if verdict is None:
-                verdict = by_document[doc_id] = _document_verdict(doc_id, trace.tenant, principals, catalog)
-            if verdict is not _ACL_OF_PASSAGE:
-                return verdict
-        return _acl_verdict(passage.acl, principals)
+        return access(passage).violation
 
     flagged = flag_passages(trace, judge, catalog.document_of)
     unknown = sum(1 for verdict in flagged.verdicts.values() if verdict is None)

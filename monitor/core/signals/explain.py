@@ -19,8 +19,8 @@ from enum import StrEnum
 
 from ragmon.monitor.core.catalog import Catalog
 from ragmon.monitor.core.model import FeedbackEvent, Passage, TraceEvent
-from ragmon.monitor.core.signals.access import EVERYONE, caller_principals
-from ragmon.monitor.core.signals.freshness import is_stale
+from ragmon.monitor.core.signals.access import Access, access_judge, caller_principals
+from ragmon.monitor.core.signals.freshness import Freshness, staleness
 from ragmon.monitor.core.signals.results import (
     MAX_IDS,
     FeedbackSignals,
@@ -138,45 +138,44 @@ Rule = Callable[[Passage], tuple[str, dict[str, list[str]], dict[str, str]] | No
 
 
 def _access_rule(trace: TraceEvent, catalog: Catalog) -> Rule:
-    """Why a passage may not be read by the caller, as ``permission_violations`` judges it: the
-    catalog's tenant and ACL first, the passage's own ACL when the catalog has no say."""
-    principals = caller_principals(trace)
-    caller = sorted(principals)
+    """Why a passage may not be read by the caller, in the words of the rule ``access_judge``
+    applied (the catalog's tenant and ACL first, the passage's own ACL when the catalog has no say)."""
+    judge = access_judge(trace, catalog)
+    caller = sorted(caller_principals(trace))
 
     def why(passage: Passage):
-        doc_id = catalog.document_of(passage)
-        document = catalog.document(doc_id) if doc_id is not None else None
-        if document is not None and document.tenant != trace.tenant:
-            return ("the catalog puts the document in tenant {owner}; the caller is of tenant {tenant}", {},
-                    {"owner": document.tenant, "tenant": trace.tenant})
-        if document is not None and document.acl is not None:
-            if EVERYONE in document.acl or not principals.isdisjoint(document.acl):
-                return None
-            return "catalog ACL {acl} excludes the caller {caller}", {"acl": sorted(document.acl), "caller": caller}, {}
-        if passage.acl is None or EVERYONE in passage.acl or not principals.isdisjoint(passage.acl):
+        access = judge(passage)
+        if not access.violation:
             return None
-        return "passage ACL {acl} excludes the caller {caller}", {"acl": sorted(passage.acl), "caller": caller}, {}
+        if access is Access.PASSAGE_EXCLUDES:
+            return "passage ACL {acl} excludes the caller {caller}", {"acl": sorted(passage.acl or ()),
+                                                                      "caller": caller}, {}
+        # OTHER_TENANT and CATALOG_EXCLUDES are verdicts on a document the catalog knows
+        document = catalog.document(catalog.document_of(passage) or "")
+        if access is Access.OTHER_TENANT:
+            return ("the catalog puts the document in tenant {owner}; the caller is of tenant {tenant}", {},
+                    {"owner": document.tenant if document else "", "tenant": trace.tenant})
+        acl = sorted(document.acl or ()) if document else []
+        return "catalog ACL {acl} excludes the caller {caller}", {"acl": acl, "caller": caller}, {}
 
     return why
 
 
 def _stale_rule(trace: TraceEvent, catalog: Catalog) -> Rule:
-    """Why a passage is stale, as ``stale_passages`` judges it."""
+    """Why a passage is stale, in the words of what :func:`staleness` decided by."""
     index = trace.index.name
 
     def why(passage: Passage):
-        if not is_stale(passage, catalog, index):
-            return None
-        doc_id = catalog.document_of(passage)
-        document = catalog.document(doc_id) if doc_id is not None else None
-        served = passage.doc_version or (catalog.indexed_version(index, doc_id) if doc_id is not None else None)
-        if document is None or served is None or not catalog.is_outdated(doc_id, served, index):
-            # the catalog did not decide (is_stale then goes by the passage's own times)
-            return "the source changed after the passage was indexed", {}, {}
-        if document.deleted:
+        verdict = staleness(passage, catalog, index)
+        if verdict.freshness is Freshness.OUTDATED:
+            current = catalog.document(catalog.document_of(passage) or "")  # known: the catalog decided
+            return ("version {served} was served; the catalog's current version is {current}", {},
+                    {"served": verdict.served or "", "current": current.version if current else ""})
+        if verdict.freshness is Freshness.DELETED:
             return "the catalog records the document as deleted", {}, {}
-        return ("version {served} was served; the catalog's current version is {current}", {},
-                {"served": served, "current": document.version})
+        if verdict.freshness is Freshness.SOURCE_CHANGED:
+            return "the source changed after the passage was indexed", {}, {}
+        return None
 
     return why
 
@@ -189,16 +188,17 @@ def _by_stage(signal: FindingSignal, ref: TraceRef, trace: TraceEvent, rule: Rul
     # without an explicit context, the last retrieval list is what reached the model
     stages = {"candidates": [p for r in trace.retrievals for p in r.passages], "context": trace.final_context()}
     why: dict[str, tuple] = {}
+    reason_of: dict[str, tuple] = {}  # the words as one comparable value, made once per passage id
     for passages in stages.values():
         for passage in passages:
             if passage.id not in why and (found := rule(passage)) is not None:
-                why[passage.id] = found
+                why[passage.id], reason_of[passage.id] = found, _hashable(found)
     findings = []
     for stage, passages in stages.items():
         flagged = list({p.id: p for p in passages if p.id in why}.values())
         if not flagged:
             continue
-        reasons = list(dict.fromkeys(_hashable(why[p.id]) for p in flagged))
+        reasons = list(dict.fromkeys(reason_of[p.id] for p in flagged))
         words, principals, terms = why[flagged[0].id]
         if len(reasons) > 1:
             words += f" (and {len(reasons) - 1} other rule(s))"

@@ -2,13 +2,37 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from enum import Enum
+
 from ragmon.monitor.core.catalog import Catalog
 from ragmon.monitor.core.model import Passage, TraceEvent
 from ragmon.monitor.core.signals.results import StaleFindings
 from ragmon.monitor.core.signals.stages import flag_passages
 
 
-def is_stale(passage: Passage, catalog: Catalog, index: str | None = None) -> bool:
+class Freshness(Enum):
+    """Whether a passage is stale and what decided it. ``stale``: the verdict."""
+
+    OUTDATED = ("outdated", True)  # the catalog knows a newer version than the one served
+    DELETED = ("deleted", True)  # the catalog records the document as deleted
+    CURRENT = ("current", False)  # the catalog holds the served version as current
+    SOURCE_CHANGED = ("source_changed", True)  # no say of the catalog: modified after it was indexed
+    NO_EVIDENCE = ("no_evidence", False)
+
+    def __init__(self, _name: str, stale: bool) -> None:
+        self.stale = stale
+
+
+@dataclass(frozen=True, slots=True)
+class Staleness:
+    """A passage's :class:`Freshness`, with the version served when the catalog decided."""
+
+    freshness: Freshness
+    served: str | None = None
+
+
+def staleness(passage: Passage, catalog: Catalog, index: str | None = None) -> Staleness:
     """The catalog decides when it knows the document (a deleted document's passages are stale);
     without it, a source modified after it was indexed is stale. ``index``: the trace's index.
 
@@ -21,10 +45,20 @@ def is_stale(passage: Passage, catalog: Catalog, index: str | None = None) -> bo
             version = catalog.indexed_version(index, doc_id)
         outdated = catalog.is_outdated(doc_id, version, index) if version is not None else None
         if outdated is not None:
-            return outdated
-    if passage.source_modified_at is not None and passage.indexed_at is not None:
-        return passage.source_modified_at > passage.indexed_at
-    return False
+            if not outdated:
+                return Staleness(Freshness.CURRENT, version)
+            document = catalog.document(doc_id)
+            return Staleness(Freshness.DELETED if document is not None and document.deleted else Freshness.OUTDATED,
+                             version)
+    if passage.source_modified_at is not None and passage.indexed_at is not None \
+            and passage.source_modified_at > passage.indexed_at:
+        return Staleness(Freshness.SOURCE_CHANGED)
+    return Staleness(Freshness.NO_EVIDENCE)
+
+
+def is_stale(passage: Passage, catalog: Catalog, index: str | None = None) -> bool:
+    """Whether the passage is stale (:func:`staleness`)."""
+    return staleness(passage, catalog, index).freshness.stale
 
 
 def stale_passages(trace: TraceEvent, catalog: Catalog) -> StaleFindings:
