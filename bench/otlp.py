@@ -153,6 +153,7 @@ def run(phoenix: bool = False) -> dict[str, float]:
             print(f"  Arize Phoenix {phoenix_version():<26} {theirs:>10,.0f} traces/s")
             print(f"  ragmon / Phoenix                         {ours / theirs:>10.1f}x")
             figures["phoenix_traces_per_second"] = theirs
+            figures["phoenix_multiple"] = ours / theirs
     return figures
 
 

@@ -51,3 +51,10 @@ def test_the_command_reference_names_every_command_and_every_exit_status():
     statuses = {getattr(cli_output, name) for name in ("OK", "FOUND", "USAGE", "SOURCE_STOPPED", "PORT_IN_USE")}
     assert statuses == {int(line.split("|")[1]) for line in text.split("## Exit status")[1].splitlines()
                         if line.startswith("| ") and line.split("|")[1].strip().isdigit()}
+
+
+def test_the_benchmark_targets_in_the_docs_are_those_make_bench_checks():
+    from bench.targets import reference_markdown
+
+    assert reference_markdown() in (DOCS / "performance.md").read_text(), (
+        "docs/performance.md's targets are out of date: python -m bench.targets")

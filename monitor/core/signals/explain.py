@@ -166,14 +166,14 @@ def _stale_rule(trace: TraceEvent, catalog: Catalog) -> Rule:
     index = trace.index.name
 
     def why(passage: Passage):
-        verdict = staleness(passage, catalog, index)
-        if verdict.freshness is Freshness.OUTDATED:
+        freshness, served = staleness(passage, catalog, index)
+        if freshness is Freshness.OUTDATED:
             current = catalog.document(catalog.document_of(passage) or "")  # known: the catalog decided
             return ("version {served} was served; the catalog's current version is {current}", {},
-                    {"served": verdict.served or "", "current": current.version if current else ""})
-        if verdict.freshness is Freshness.DELETED:
+                    {"served": served or "", "current": current.version if current else ""})
+        if freshness is Freshness.DELETED:
             return "the catalog records the document as deleted", {}, {}
-        if verdict.freshness is Freshness.SOURCE_CHANGED:
+        if freshness is Freshness.SOURCE_CHANGED:
             return "the source changed after the passage was indexed", {}, {}
         return None
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from enum import Enum
 
 from ragmon.monitor.core.catalog import Catalog
@@ -24,12 +23,11 @@ class Freshness(Enum):
         self.stale = stale
 
 
-@dataclass(frozen=True, slots=True)
-class Staleness:
-    """A passage's :class:`Freshness`, with the version served when the catalog decided."""
-
-    freshness: Freshness
-    served: str | None = None
+#: A passage's :class:`Freshness`, and the version served when the catalog decided. A plain tuple:
+#: one is made for every passage copy of every trace.
+Staleness = tuple[Freshness, str | None]
+_NO_EVIDENCE: Staleness = (Freshness.NO_EVIDENCE, None)
+_SOURCE_CHANGED: Staleness = (Freshness.SOURCE_CHANGED, None)
 
 
 def staleness(passage: Passage, catalog: Catalog, index: str | None = None) -> Staleness:
@@ -46,19 +44,18 @@ def staleness(passage: Passage, catalog: Catalog, index: str | None = None) -> S
         outdated = catalog.is_outdated(doc_id, version, index) if version is not None else None
         if outdated is not None:
             if not outdated:
-                return Staleness(Freshness.CURRENT, version)
+                return Freshness.CURRENT, version
             document = catalog.document(doc_id)
-            return Staleness(Freshness.DELETED if document is not None and document.deleted else Freshness.OUTDATED,
-                             version)
+            return (Freshness.DELETED if document is not None and document.deleted else Freshness.OUTDATED), version
     if passage.source_modified_at is not None and passage.indexed_at is not None \
             and passage.source_modified_at > passage.indexed_at:
-        return Staleness(Freshness.SOURCE_CHANGED)
-    return Staleness(Freshness.NO_EVIDENCE)
+        return _SOURCE_CHANGED
+    return _NO_EVIDENCE
 
 
 def is_stale(passage: Passage, catalog: Catalog, index: str | None = None) -> bool:
     """Whether the passage is stale (:func:`staleness`)."""
-    return staleness(passage, catalog, index).freshness.stale
+    return staleness(passage, catalog, index)[0].stale
 
 
 def stale_passages(trace: TraceEvent, catalog: Catalog) -> StaleFindings:
