@@ -62,6 +62,17 @@ def _any_value(value) -> Any:
     return getattr(value, kind)
 
 
+def _protobuf_attributes(pairs) -> dict[str, Any]:
+    """Protobuf KeyValues as a dict. Most values are strings: those are read without the call
+    :func:`_any_value` makes (a third of the cost, on spans with hundreds of attributes)."""
+    out: dict[str, Any] = {}
+    for pair in pairs:
+        value = pair.value
+        kind = value.WhichOneof("value")
+        out[pair.key] = value.string_value if kind == "string_value" else _any_value(value)
+    return out
+
+
 def parse_protobuf(body: bytes) -> list[Span]:
     request = ExportTraceServiceRequest()
     try:
@@ -70,15 +81,15 @@ def parse_protobuf(body: bytes) -> list[Span]:
         raise PayloadError(f"not an OTLP protobuf trace export: {type(error).__name__}") from None
     spans = []
     for resource_spans in request.resource_spans:
-        resource = {kv.key: _any_value(kv.value) for kv in resource_spans.resource.attributes}
+        resource = _protobuf_attributes(resource_spans.resource.attributes)
         for scope_spans in resource_spans.scope_spans:
             for span in scope_spans.spans:
-                events = [SpanEvent(e.name, e.time_unix_nano, {kv.key: _any_value(kv.value) for kv in e.attributes})
+                events = [SpanEvent(e.name, e.time_unix_nano, _protobuf_attributes(e.attributes))
                           for e in span.events]
                 spans.append(Span(
                     span.trace_id.hex(), span.span_id.hex(), span.parent_span_id.hex(), span.name,
                     span.start_time_unix_nano, span.end_time_unix_nano,
-                    {kv.key: _any_value(kv.value) for kv in span.attributes}, resource, events))
+                    _protobuf_attributes(span.attributes), resource, events))
     return spans
 
 

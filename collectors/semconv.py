@@ -111,6 +111,8 @@ def string_list(value: Any) -> list[str] | None:
 def scalar_text(value: Any) -> str | None:
     """A scalar attribute value (a string, number) as text; None for nothing, an empty string,
     a boolean, or a list or object."""
+    if type(value) is str:  # nearly always: no other test needed
+        return value or None
     if value is None or isinstance(value, bool | dict | list):
         return None
     return str(value) or None

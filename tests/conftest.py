@@ -52,7 +52,8 @@ def label_studio() -> Iterator[LabelStudio]:
 # fill in around them.
 CPU_BOUND = "cpu-bound"  # the prefix of those groups' names
 # Modules that share one instance of a slow-starting service: one worker starts it once.
-SHARED = {"tests/exporters/test_label_studio.py": "label-studio", "tests/test_labeling_loop.py": "label-studio"}
+SHARED = {"tests/exporters/test_label_studio.py": "label-studio", "tests/test_labeling_loop.py": "label-studio",
+          "tests/test_redaction_exports.py": "label-studio"}
 
 
 @pytest.hookimpl(tryfirst=True)
