@@ -186,10 +186,11 @@ class SampleStore:
         gone = sorted(rows.keys() - state.strata.keys())
         if gone:
             session.execute(delete(Sample).where(col(Sample.trace_id).in_(gone)))
-        claims = [{"tenant": tenant, "week": week, "stratum": stratum, "fingerprint": fingerprint,
-                   "trace_id": state.claims[stratum, fingerprint].trace_id,
-                   "rank": state.claims[stratum, fingerprint].rank, "updated_at": now}
-                  for stratum, fingerprint in sorted(state.changed_claims)]
+        claims = []
+        for stratum, fingerprint in sorted(state.changed_claims):
+            claim = state.claims[stratum, fingerprint]
+            claims.append({"tenant": tenant, "week": week, "stratum": stratum, "fingerprint": fingerprint,
+                           "trace_id": claim.trace_id, "rank": claim.rank, "updated_at": now})
         _store_claims(session, claims)
 
     def upsert(self, samples: Sequence[NewSample]) -> list[str]:
