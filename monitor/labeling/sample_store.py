@@ -62,7 +62,8 @@ class SampleClaim(SQLModel, table=True):
 
 @dataclass
 class NewSample:
-    """A sample decided by the sampler, not yet stored. ``payload`` is the redacted trace."""
+    """A sample decided by the sampler, not yet stored. ``payload`` is the redacted trace, or a
+    function that makes it (see :meth:`redacted`)."""
 
     trace_id: str
     tenant: str
@@ -71,8 +72,16 @@ class NewSample:
     split: str
     fingerprint: str
     trace_time: float
-    payload: dict[str, Any]
+    payload: dict[str, Any] | Callable[[], dict[str, Any]]
     rank: float = 0.0
+
+    def redacted(self) -> dict[str, Any]:
+        """The redacted trace. A function in ``payload`` is called here, when the store keeps the
+        sample: the weekly quota refuses most offers once a week fills up, and redacting a trace
+        costs more than deciding its place."""
+        if callable(self.payload):
+            self.payload = self.payload()
+        return self.payload
 
 
 @dataclass
@@ -178,7 +187,7 @@ class SampleStore:
                 session.add(Sample(
                     trace_id=trace_id, tenant=tenant, week=week, strata=sorted(strata), status="queued",
                     split=sample.split, fingerprint=sample.fingerprint, trace_time=sample.trace_time,
-                    created_at=now, updated_at=now, payload=sample.payload, rank=sample.rank))
+                    created_at=now, updated_at=now, payload=sample.redacted(), rank=sample.rank))
                 admission.created.append(trace_id)
             elif set(row[0]) != strata:
                 session.execute(update(Sample).where(col(Sample.trace_id) == trace_id)
@@ -211,7 +220,7 @@ class SampleStore:
                         session.add(Sample(
                             trace_id=trace_id, tenant=sample.tenant, week=sample.week, strata=sorted(sample.strata),
                             status="queued", split=sample.split, fingerprint=sample.fingerprint,
-                            trace_time=sample.trace_time, created_at=now, updated_at=now, payload=sample.payload))
+                            trace_time=sample.trace_time, created_at=now, updated_at=now, payload=sample.redacted()))
                         created.append(trace_id)
                     elif not sample.strata <= set(row.strata):
                         row.strata = sorted(set(row.strata) | sample.strata)

@@ -15,6 +15,7 @@ already gone is dropped as ``trace_evicted`` and counted.
 
 from __future__ import annotations
 
+import functools
 import threading
 from collections import OrderedDict
 from collections.abc import Callable
@@ -122,7 +123,8 @@ class Sampler:
             return
         if event is None:
             event = self._decoder.decode(lz4.block.decompress(held.raw))
-        payload = self._redactor.redact_event(event)
+        # redacted only if the store keeps it (NewSample.redacted), once for every copy of it
+        payload = functools.cache(functools.partial(self._redactor.redact_event, event))
         fingerprint = question_fingerprint(held.question)
         # the row's trace id and tenant as the payload has them: a name a detector fires on is not
         # stored beside its redacted copy
@@ -184,5 +186,5 @@ class SampleWriter:
 
 def _published(sample: NewSample) -> dict[str, Any]:
     return {"trace_id": sample.trace_id, "tenant": sample.tenant, "week": sample.week,
-            "strata": sorted(sample.strata), "split": sample.split, "trace": sample.payload}
+            "strata": sorted(sample.strata), "split": sample.split, "trace": sample.redacted()}
 

@@ -187,3 +187,30 @@ def test_a_samples_split_follows_its_question_not_its_trace(tmp_path):
         by_fingerprint.setdefault(sample.fingerprint, set()).add(sample.split)
     assert all(len(splits) == 1 for splits in by_fingerprint.values())
     runtime.close()
+
+
+def test_only_the_samples_the_quota_keeps_are_redacted(tmp_path, monkeypatch):
+    """Redacting a trace costs more than deciding its place, and a full week refuses most offers:
+    the store redacts a sample when it keeps it, once, and never one it refuses."""
+    from ragmon.monitor.labeling.redact import Redactor
+
+    redacted: Counter[str] = Counter()
+    redact_event = Redactor.redact_event
+
+    def counting(self, event):
+        redacted[event.trace_id] += 1
+        return redact_event(self, event)
+
+    monkeypatch.setattr(Redactor, "redact_event", counting)
+    events, _ = traffic(traces=2000)
+    runtime = runtime_for(tmp_path, RAGMON_SAMPLING__WEEKLY_CAP="5", RAGMON_SAMPLING__RATES='{"random": 1.0}')
+    feed(runtime, events)
+    refused = sum(metric_sum(runtime.registry, "ragmon_samples_dropped_total", reason=reason)
+                  for reason in ("weekly_cap", "near_duplicate"))
+    displaced = metric_sum(runtime.registry, "ragmon_samples_dropped_total", reason="displaced")
+    stored = {s.trace_id for s in SampleStore(runtime.engine).find()}
+    runtime.close()
+    assert refused > 4 * len(stored) > 0  # most offers refused
+    # a redaction per row stored: the rows kept, and those a lower-ranked trace displaced later
+    assert set(redacted) >= stored
+    assert sum(redacted.values()) <= len(stored) + displaced < refused / 4
