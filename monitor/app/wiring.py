@@ -46,6 +46,7 @@ from ragmon.monitor.labeling.redact import Redactor
 from ragmon.monitor.labeling.sample_store import SampleStore
 from ragmon.monitor.labeling.sampler import Sampler, SampleWriter
 from ragmon.monitor.storage.catalog_store import CatalogPersistence, load_catalog
+from ragmon.monitor.storage.score_share import BaselineSharing, ScoreShare, replica_name
 from ragmon.monitor.storage.store import await_schema, make_engine
 
 if TYPE_CHECKING:
@@ -372,6 +373,7 @@ def build_runtime(
     metrics = Metrics(registry, settings.labels, private=lambda name: redactor.redact(name) != name)
     register_scrape_time(metrics, stats, catalog, clock, sample_queue=samples.counts_by_status)
     signals = SignalEngine(settings.signals, catalog, explain=settings.findings.enabled)
+    sharing = _baseline_sharing(settings, engine, signals, clock)
     findings = FindingsStore(engine)
     dead_letters = _dead_letters(settings, clock, metrics, _letter_body(settings, key, redactor))
     decoder = Decoder(settings.limits, clock)
@@ -384,11 +386,13 @@ def build_runtime(
         [CatalogPersistence(engine, catalog),
          SampleWriter(samples, settings.sampling, _publisher(settings), report=prometheus.count_admission), prometheus,
          *([_findings_sink(settings, findings, redactor, clock, metrics)] if settings.findings.enabled else []),
-         *([AlertSink(alerts)] if alerts is not None else []), *extra_sinks],
+         *([AlertSink(alerts)] if alerts is not None else []), *([sharing] if sharing is not None else []),
+         *extra_sinks],
         dead_letters,
         clock,
         stages=Stages(update_catalog=catalog.apply, analyze=signals.observe, decide=sampler.decide,
-                      learn=signals.learn, remember=sampler.remember),
+                      learn=signals.learn, remember=sampler.remember,
+                      prepare=sharing.prepare if sharing is not None else None),
         stats=stats,
         seen=SeenTraces(settings.dedupe.window),
         observer=telemetry.batches if telemetry is not None else None,
@@ -397,6 +401,19 @@ def build_runtime(
              len(catalog.documents), len(catalog.indexed))
     return Runtime(settings, clock, engine, catalog, signals, registry, metrics, pipeline, samples, dead_letters,
                    findings, alerts, telemetry)
+
+
+def _baseline_sharing(settings: Settings, engine: Engine, signals: SignalEngine,
+                      clock: Callable[[], float]) -> BaselineSharing | None:
+    """Low-score baselines shared with the other replicas through the database
+    (``signals.low_score_sync_seconds``), already holding the newest window of every pair."""
+    config = settings.signals
+    if not config.low_score_sync_seconds:
+        return None
+    sharing = BaselineSharing(ScoreShare(engine, replica_name(), config.low_score_window, clock), signals.baselines,
+                              config.low_score_thresholds, config.low_score_window, config.low_score_sync_seconds)
+    sharing.start()
+    return sharing
 
 
 def _findings_sink(settings: Settings, store: FindingsStore, redactor: Redactor, clock: Callable[[], float],

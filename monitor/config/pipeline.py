@@ -67,6 +67,12 @@ class SignalsConfig(ConfigSection):
     low_score_percentile: float = Field(5.0, gt=0, lt=100, description="Trailing percentile used without a threshold.")
     low_score_min_samples: PositiveInt = Field(500, description="Scores seen before the trailing percentile applies.")
     low_score_window: PositiveInt = Field(5000, description="Trailing scores kept per index and retriever.")
+    low_score_sync_seconds: float = Field(
+        1.0, ge=0,
+        description="How often a process writes the top scores it judged to the database and reads those of the "
+        "other replicas into its baselines, so that replicas judge low scores as one process; at start-up it "
+        "reads the newest window. 0: each process keeps its own baselines (docs/signals.md).",
+    )
     keyword_retrievers: list[str] = Field(
         default_factory=lambda: ["bm25", "keyword", "sparse"],
         description="A retriever whose name contains one of these (ignoring case) is keyword search: its empty "

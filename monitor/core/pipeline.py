@@ -63,7 +63,9 @@ class Observation:
 
 @dataclass(frozen=True, slots=True)
 class Stages:
-    """What happens to each decoded event before the sinks see it, in this order:
+    """What happens to each decoded event before the sinks see it, in this order (``prepare``
+    runs once before each batch and each warm-up: it brings in the state other replicas share, the
+    low-score baselines of ``monitor/storage/score_share.py``):
 
     1. ``update_catalog``: document and index events change the catalog (``Catalog.apply``);
     2. ``analyze``: the signals, which read the catalog and never change it (``SignalEngine.observe``);
@@ -75,6 +77,7 @@ class Stages:
     (``SignalEngine.learn``) and the sampler keeps the trace for late strata (``Sampler.remember``).
     """
 
+    prepare: Callable[[], None] | None = None
     update_catalog: CatalogUpdate | None = None
     analyze: Analyzer | None = None
     decide: Decider | None = None
@@ -312,6 +315,8 @@ class Pipeline:
 
     def _process(self, records: Sequence[RawRecord]) -> BatchResult:
         now = self._clock()
+        if self._stages.prepare is not None:
+            self._stages.prepare()
         update_catalog, analyze, decide = self._stages.update_catalog, self._stages.analyze, self._stages.decide
         observations: list[Observation] = []
         letters: list[DeadLetter] = []
@@ -376,6 +381,8 @@ class Pipeline:
         dead-lettered or alerted, and catalog events are not applied (the catalog has moved on).
         Returns how many events were replayed."""
         with self._lock:
+            if self._stages.prepare is not None:
+                self._stages.prepare()
             learn, remember = self._stages.learn, self._stages.remember
             replayed = 0
             for record in records:

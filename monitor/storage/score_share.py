@@ -1,0 +1,267 @@
+"""Low-score baselines shared through the database, so that replicas judge as one process.
+
+A replica of a consumer group sees only its partitions' traces, but a retrieval's top score is
+judged against the trailing percentile of its (index, retriever) pair over all traffic. Alone, each
+replica would start judging only after ``low_score_min_samples`` scores of its own (N replicas
+starting together: N times later), and its window of ``low_score_window`` scores would span N
+times as long as one process's. So each replica writes the top scores it judged since its last
+write (one row per pair, the scores packed as little-endian doubles) and reads the rows the others
+wrote since its last read into its own baselines, before it judges a batch: each batch of a backlog
+shares what it judged with the next batches of the others, and a quiet stream shares every
+``low_score_sync_seconds``. At
+start-up it reads the newest window of every pair: a restarted or added replica, and a single
+process after a restart, judges from its first trace.
+
+Reading goes by the rows' autoincrement id. Two writers may commit out of id order, so each read
+looks back ``LOOK_BACK_IDS`` ids below the highest it has seen and skips the ids it already took.
+Any replica prunes, every ``PRUNE_SECONDS``: a pair keeps the newest rows that hold a window of
+its scores, and no row older than ``KEEP_SECONDS``.
+
+Sharing is best effort: an unavailable database delays it (a warning, the scores kept up to a
+window per pair), and never refuses a batch.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import secrets
+import socket
+import struct
+import time
+from collections import defaultdict
+from collections.abc import Callable, Iterable, Mapping
+
+from sqlalchemy import Column, Engine, LargeBinary, Table, bindparam, delete, insert, select
+from sqlalchemy.exc import SQLAlchemyError
+from sqlmodel import Field, SQLModel
+
+from ragmon.monitor.core.pipeline import Observation
+from ragmon.monitor.core.signals.results import TraceSignals
+from ragmon.monitor.core.signals.scores import ScoreBaselines
+
+log = logging.getLogger(__name__)
+
+SYNC_SCORES = 100  # a batch that brings this many scores syncs at once, whatever the interval
+LOOK_BACK_IDS = 1000
+PRUNE_SECONDS = 600.0
+KEEP_SECONDS = 30 * 86400.0
+
+Pair = tuple[str, str]  # (index, retriever)
+
+
+class ScoreShareRow(SQLModel, table=True):
+    __tablename__ = "score_share"
+    id: int | None = Field(default=None, primary_key=True)
+    index_name: str = Field(max_length=256)
+    retriever: str = Field(max_length=256)
+    replica: str = Field(max_length=64)  # who wrote it: a replica skips its own rows when reading
+    n: int  # how many scores ``scores`` packs
+    scores: bytes = Field(sa_column=Column(LargeBinary, nullable=False))
+    recorded_at: float
+
+
+_TABLE: Table = ScoreShareRow.__table__  # type: ignore[assignment]
+_C = _TABLE.c
+
+
+def pack(scores: list[float]) -> bytes:
+    return struct.pack(f"<{len(scores)}d", *scores)
+
+
+def unpack(data: bytes) -> tuple[float, ...]:
+    return struct.unpack(f"<{len(data) // 8}d", data)
+
+
+def replica_name() -> str:
+    """This process among the replicas: host, process id and a random part (a restarted process
+    with the same pid is another writer)."""
+    return f"{socket.gethostname()[:40]}:{os.getpid()}:{secrets.token_hex(4)}"
+
+
+class ScoreShare:
+    """The ``score_share`` table: write a replica's scores, read the others'."""
+
+    def __init__(self, engine: Engine, replica: str, window: int, clock: Callable[[], float] = time.time) -> None:
+        self._engine = engine
+        self.replica = replica
+        self._window = window
+        self._clock = clock
+        self._highest = 0  # the highest id read
+        self._taken: set[int] = set()  # ids read within LOOK_BACK_IDS of it
+
+    def write(self, scores: Mapping[Pair, list[float]]) -> None:
+        """One row per pair, in pair order. Raises ``SQLAlchemyError``."""
+        now = self._clock()
+        rows = [{"index_name": index, "retriever": retriever, "replica": self.replica, "n": len(values),
+                 "scores": pack(values), "recorded_at": now}
+                for (index, retriever), values in sorted(scores.items()) if values]
+        if rows:
+            with self._engine.begin() as connection:
+                connection.execute(insert(_TABLE), rows)
+
+    def newest(self) -> Iterable[tuple[Pair, tuple[float, ...]]]:
+        """The newest window of scores of every pair, every writer's, oldest first (a start-up's
+        read); later reads (:meth:`since`) go on from there."""
+        with self._engine.connect() as connection:
+            oldest = self._oldest_kept(connection)
+            if not oldest:
+                return []
+            rows = connection.execute(
+                select(_C.id, _C.index_name, _C.retriever, _C.scores).where(_C.id >= min(oldest.values()))
+                .order_by(_C.id)).all()
+        found = []
+        for row in rows:
+            self._take(row.id)
+            if row.id >= oldest.get((row.index_name, row.retriever), row.id + 1):
+                found.append(((row.index_name, row.retriever), unpack(row.scores)))
+        return found
+
+    def since(self) -> list[tuple[Pair, tuple[float, ...]]]:
+        """The rows other replicas wrote since the last read, in id order."""
+        with self._engine.connect() as connection:
+            rows = connection.execute(
+                select(_C.id, _C.index_name, _C.retriever, _C.scores)
+                .where(_C.id > self._highest - LOOK_BACK_IDS, _C.replica != self.replica).order_by(_C.id)).all()
+        found = []
+        for row in rows:
+            if row.id not in self._taken:
+                self._take(row.id)
+                found.append(((row.index_name, row.retriever), unpack(row.scores)))
+        floor = self._highest - LOOK_BACK_IDS
+        self._taken = {i for i in self._taken if i > floor}
+        return found
+
+    def prune(self) -> int:
+        """Delete the rows no baseline needs any more; returns how many went."""
+        with self._engine.begin() as connection:
+            oldest = self._oldest_kept(connection)
+            cuts = [{"i": index, "r": retriever, "cut": cut} for (index, retriever), cut in sorted(oldest.items())]
+            deleted = 0
+            if cuts:
+                statement = delete(_TABLE).where(_C.index_name == bindparam("i"), _C.retriever == bindparam("r"),
+                                                 _C.id < bindparam("cut"))
+                deleted += connection.execute(statement, cuts).rowcount or 0
+            deleted += connection.execute(delete(_TABLE).where(_C.recorded_at < self._clock() - KEEP_SECONDS)
+                                          ).rowcount or 0
+        return deleted
+
+    def _oldest_kept(self, connection) -> dict[Pair, int]:
+        """Per pair, the id of its oldest row among the newest that hold a window of scores."""
+        held: dict[Pair, int] = defaultdict(int)
+        oldest: dict[Pair, int] = {}
+        for row in connection.execute(select(_C.id, _C.index_name, _C.retriever, _C.n).order_by(_C.id.desc())):
+            pair = (row.index_name, row.retriever)
+            if held[pair] < self._window:
+                held[pair] += row.n
+                oldest[pair] = row.id
+        return oldest
+
+    def _take(self, row_id: int) -> None:
+        self._taken.add(row_id)
+        if row_id > self._highest:
+            self._highest = row_id
+
+
+class BaselineSharing:
+    """Shares the low-score baselines with the other replicas. As a sink it collects the top
+    scores the baselines took (those of pairs without a configured threshold) and writes them:
+    after a batch that left ``SYNC_SCORES`` scores or more pending (a backlog is judged in batches
+    of hundreds), else once ``interval`` seconds have passed (small batches share a round trip).
+    Before each batch, :meth:`prepare` reads the others' scores into ``baselines``. Sees a batch
+    once it is durable (not a durable sink): a refused and retried batch is shared once."""
+
+    name = "score_share"
+    durable = False
+
+    def __init__(self, share: ScoreShare, baselines: ScoreBaselines, thresholds: Mapping[str, Mapping[str, float]],
+                 window: int, interval: float, clock: Callable[[], float] = time.monotonic) -> None:
+        self._share = share
+        self._baselines = baselines
+        self._thresholds = thresholds
+        self._window = window
+        self._interval = interval
+        self._clock = clock
+        self._pending: dict[Pair, list[float]] = defaultdict(list)
+        self._held = 0  # scores pending, every pair
+        self._next_write = self._next_read = 0.0
+        self._read_due = False  # this replica wrote since its last read
+        self._next_prune = clock() + PRUNE_SECONDS * (0.5 + secrets.randbelow(1000) / 1000)  # replicas apart
+        self._warned_at = -3600.0
+
+    def start(self) -> None:
+        """Take the newest window of every pair into the baselines (before any trace is judged).
+        An unavailable database leaves them empty, with a warning."""
+        try:
+            taken = 0
+            for pair, scores in self._share.newest():
+                for score in scores:
+                    self._baselines.observe(pair, score)
+                taken += len(scores)
+            if taken:
+                log.info("low-score baselines: %d scores taken from the database", taken)
+        except SQLAlchemyError as error:
+            self._warn(error)
+
+    def consume(self, observation: Observation) -> None:
+        signals = observation.signals
+        if not isinstance(signals, TraceSignals):
+            return
+        configured = self._thresholds.get(signals.index, {})
+        for finding in signals.retrievals:
+            score = finding.top_score
+            # what the baselines took: a score of a pair without a configured threshold (not NaN)
+            if score is not None and finding.retriever not in configured and score == score:
+                pending = self._pending[(signals.index, finding.retriever)]
+                pending.append(score)
+                self._held += 1
+                if len(pending) > 2 * self._window:  # the database away a long time: the newest window
+                    self._held -= len(pending) - self._window
+                    del pending[:-self._window]
+
+    def prepare(self) -> None:
+        """Before a batch (``Stages.prepare``): read the other replicas' new scores into the
+        baselines, when this replica wrote since its last read (it is busy: every batch reads) or
+        ``interval`` seconds have passed (a replica that was idle, or just given partitions, judges
+        its first batch with what the others judged meanwhile)."""
+        now = self._clock()
+        if not self._read_due and now < self._next_read:
+            return
+        self._read_due, self._next_read = False, now + self._interval
+        try:
+            for pair, scores in self._share.since():
+                for score in scores:
+                    self._baselines.observe(pair, score)
+        except SQLAlchemyError as error:
+            self._warn(error)
+
+    def flush(self, timeout: float) -> bool:
+        now = self._clock()
+        if now < self._next_write and self._held < SYNC_SCORES:
+            return True
+        self._next_write = now + self._interval
+        try:
+            if self._pending:
+                self._share.write(self._pending)
+                self._pending.clear()
+                self._held = 0
+                self._read_due = True
+            if now >= self._next_prune:
+                self._next_prune = now + PRUNE_SECONDS
+                self._share.prune()
+        except SQLAlchemyError as error:
+            self._warn(error)
+        return True
+
+    def shutdown(self) -> None:
+        if self._pending:
+            try:
+                self._share.write(self._pending)
+            except SQLAlchemyError as error:
+                self._warn(error)
+
+    def _warn(self, error: SQLAlchemyError) -> None:
+        now = self._clock()
+        if now - self._warned_at >= 60:
+            self._warned_at = now
+            log.warning("low-score baselines not shared: %s (kept, tried again)", type(error).__name__)
