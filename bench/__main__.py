@@ -4,7 +4,7 @@ short of it (bench/targets.py)."""
 
 import sys
 
-from bench import alert_latency, decode, http_metrics, kafka, memory, otlp, replay, targets
+from bench import alert_latency, decode, http_metrics, kafka, memory, otlp, replay, scale_out, targets
 
 if __name__ == "__main__":
     figures: dict[str, float] = {}
@@ -13,6 +13,7 @@ if __name__ == "__main__":
     figures |= replay.run()
     figures |= otlp.run(phoenix=True)
     figures |= kafka.run()
+    figures |= scale_out.run()
     figures |= alert_latency.run()
     figures |= memory.run()
     sys.exit(targets.check(figures))

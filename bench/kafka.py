@@ -9,6 +9,7 @@ import statistics
 import tempfile
 import time
 import uuid
+from collections.abc import Callable
 from pathlib import Path
 
 import httpx
@@ -24,6 +25,32 @@ RUNS = 3
 PARTITIONS = 6
 
 
+def consume_all(kafka: Kafka, servers: list[RagmonServer], traces: int, topic: str, group: str,
+                on_first: Callable[[], None] = lambda: None) -> tuple[float, float, float]:
+    """Wait until ``servers`` together counted ``traces`` answers and ``group`` committed the log
+    end of ``topic``. Returns (when the first trace was counted, how many were counted then, when
+    the last offset was committed), ``time.perf_counter`` seconds; ``on_first`` runs at the first."""
+    first: tuple[float, float] | None = None
+    while True:
+        try:
+            done = sum(answers(server.url) for server in servers)
+        except httpx.TransportError:
+            stopped = [s for s in servers if s.process is None or s.process.poll() is not None] or servers
+            raise RuntimeError(f"ragmon serve stopped answering (exit status {stopped[0].process.poll()}):\n"
+                               f"{stopped[0].log_path.read_text()[-3000:]}") from None
+        if first is None and done > 0:
+            first = (time.perf_counter(), done)
+            on_first()
+        if done >= traces:
+            break
+        time.sleep(0.05)
+    ends = end_offsets(kafka, topic)
+    while committed(kafka, group, topic) != ends:
+        time.sleep(0.05)
+    assert first is not None
+    return first[0], first[1], time.perf_counter()
+
+
 def kafka_once(kafka: Kafka, events: list[bytes]) -> tuple[float, float]:
     """(steady rate, rate including the process start) in traces/s. The steady rate counts from
     the first processed trace (after start-up and the group join) to the last committed offset."""
@@ -31,29 +58,13 @@ def kafka_once(kafka: Kafka, events: list[bytes]) -> tuple[float, float]:
     produce(kafka, topic, events, [str(number % 997).encode() for number in range(len(events))])
     with tempfile.TemporaryDirectory(prefix="ragmon-bench-") as scratch:
         started = time.perf_counter()
-        first: tuple[float, float] | None = None
         with RagmonServer(Path(scratch), RAGMON_KAFKA__BOOTSTRAP_SERVERS=f'["{kafka.bootstrap_servers}"]',
                           RAGMON_KAFKA__TRACES_TOPIC=topic, RAGMON_KAFKA__GROUP_ID=group,
                           RAGMON_KAFKA__CATALOG_TOPIC=f"{topic}-catalog",
                           RAGMON_KAFKA__DEAD_LETTER_TOPIC=f"{topic}-dlq",
                           RAGMON_KAFKA__SAMPLES_TOPIC=f"{topic}-samples") as server:
-            while True:
-                try:
-                    done = answers(server.url)
-                except httpx.TransportError:
-                    raise RuntimeError(f"ragmon serve stopped answering (exit status {server.process.poll()}):\n"
-                                       f"{server.log_path.read_text()[-3000:]}") from None
-                if first is None and done > 0:
-                    first = (time.perf_counter(), done)
-                if done >= len(events):
-                    break
-                time.sleep(0.05)
-            ends = end_offsets(kafka, topic)
-            while committed(kafka, group, topic) != ends:
-                time.sleep(0.05)
-            finished = time.perf_counter()
-    assert first is not None
-    return (len(events) - first[1]) / (finished - first[0]), len(events) / (finished - started)
+            first, counted, finished = consume_all(kafka, [server], len(events), topic, group)
+    return (len(events) - counted) / (finished - first), len(events) / (finished - started)
 
 
 def run() -> dict[str, float]:
