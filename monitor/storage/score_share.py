@@ -118,19 +118,18 @@ class ScoreShare:
         return found
 
     def since(self) -> list[tuple[Pair, tuple[float, ...]]]:
-        """The rows other replicas wrote since the last read, in id order."""
+        """The rows other replicas wrote since the last read, in id order. The look-back reads ids
+        and writers only; the scores of the rows not taken yet."""
         with self._engine.connect() as connection:
-            rows = connection.execute(
-                select(_C.id, _C.index_name, _C.retriever, _C.scores)
-                .where(_C.id > self._highest - LOOK_BACK_IDS, _C.replica != self.replica).order_by(_C.id)).all()
-        found = []
-        for row in rows:
-            if row.id not in self._taken:
-                self._take(row.id)
-                found.append(((row.index_name, row.retriever), unpack(row.scores)))
+            recent = connection.execute(select(_C.id, _C.replica).where(_C.id > self._highest - LOOK_BACK_IDS)).all()
+            wanted = [row.id for row in recent if row.id not in self._taken and row.replica != self.replica]
+            rows = connection.execute(select(_C.id, _C.index_name, _C.retriever, _C.scores).where(
+                _C.id.in_(wanted)).order_by(_C.id)).all() if wanted else []
+        for row in recent:  # this replica's rows too: the look-back moves on in a process alone
+            self._take(row.id)
         floor = self._highest - LOOK_BACK_IDS
         self._taken = {i for i in self._taken if i > floor}
-        return found
+        return [((row.index_name, row.retriever), unpack(row.scores)) for row in rows]
 
     def prune(self) -> int:
         """Delete the rows no baseline needs any more; returns how many went."""
