@@ -15,5 +15,5 @@ if __name__ == "__main__":
     figures |= kafka.run()
     figures |= scale_out.run()
     figures |= alert_latency.run()
-    figures |= memory.run()
+    figures |= memory.in_own_process()
     sys.exit(targets.check(figures))

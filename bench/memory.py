@@ -6,9 +6,12 @@ and under 300 MB. ``--traces N`` shortens the run (the checkpoints scale with it
 from __future__ import annotations
 
 import gc
+import json
+import subprocess
 import sys
 import tempfile
 import time
+from pathlib import Path
 
 import msgspec
 from prometheus_client import CollectorRegistry
@@ -57,6 +60,17 @@ def run(traces: int = TRACES) -> dict[str, float]:
     return {"rss_early_mb": figures["early"], "rss_end_mb": figures["end"], "rss_ratio": ratio}
 
 
+def in_own_process() -> dict[str, float]:
+    """:func:`run` in a process of its own (what `make bench` calls): RSS is the pipeline's, not
+    that of the benchmarks run before it in the same interpreter (the heap does not shrink back)."""
+    with tempfile.TemporaryDirectory(prefix="ragmon-memory-") as scratch:
+        out = Path(scratch) / "figures.json"
+        subprocess.run([sys.executable, "-m", "bench.memory", "--json-file", str(out)], check=True)
+        return json.loads(out.read_text())
+
+
 if __name__ == "__main__":
     count = int(sys.argv[sys.argv.index("--traces") + 1]) if "--traces" in sys.argv else TRACES
-    run(count)
+    figures = run(count)
+    if "--json-file" in sys.argv:
+        Path(sys.argv[sys.argv.index("--json-file") + 1]).write_text(json.dumps(figures))
