@@ -17,7 +17,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from sqlalchemy import JSON, Column, Engine, delete, func, text, update
+from sqlalchemy import JSON, Column, Engine, Index, delete, func, text, update
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.exc import SQLAlchemyError
 from sqlmodel import Field, Session, SQLModel, col, select
@@ -51,6 +51,9 @@ class SampleClaim(SQLModel, table=True):
     holding a place or not."""
 
     __tablename__ = "sample_claim"
+    # a batch looks its fingerprints up in its tenant-week; the key's order (stratum before
+    # fingerprint) would make that a scan of every claim of the week (migration 0007)
+    __table_args__ = (Index("ix_sample_claim_fingerprint", "tenant", "week", "fingerprint"),)
     tenant: str = Field(primary_key=True, max_length=256)
     week: str = Field(primary_key=True, max_length=8)
     stratum: str = Field(primary_key=True, max_length=32)
