@@ -13,7 +13,7 @@ start-up it reads the newest window of every pair: a restarted or added replica,
 process after a restart, judges from its first trace.
 
 Reading goes by the rows' autoincrement id. Two writers may commit out of id order, so each read
-looks back ``LOOK_BACK_IDS`` ids below the highest it has seen and skips the ids it already took.
+also asks again for the ids missing below the highest it has read (for ``HOLE_SECONDS``).
 Any replica prunes, every ``PRUNE_SECONDS``: a pair keeps the newest rows that hold a window of
 its scores, and no row older than ``KEEP_SECONDS``.
 
@@ -32,7 +32,7 @@ import time
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Mapping
 
-from sqlalchemy import Column, Engine, LargeBinary, Table, bindparam, delete, insert, select
+from sqlalchemy import Column, Engine, LargeBinary, Table, bindparam, case, delete, insert, or_, select
 from sqlalchemy.exc import SQLAlchemyError
 from sqlmodel import Field, SQLModel
 
@@ -43,7 +43,8 @@ from ragmon.monitor.core.signals.scores import ScoreBaselines
 log = logging.getLogger(__name__)
 
 SYNC_SCORES = 100  # a batch that brings this many scores syncs at once, whatever the interval
-LOOK_BACK_IDS = 1000
+HOLE_SECONDS = 30.0  # how long an id missing below the highest read is looked for again
+MAX_HOLES = 1000
 PRUNE_SECONDS = 600.0
 KEEP_SECONDS = 30 * 86400.0
 
@@ -88,7 +89,7 @@ class ScoreShare:
         self._window = window
         self._clock = clock
         self._highest = 0  # the highest id read
-        self._taken: set[int] = set()  # ids read within LOOK_BACK_IDS of it
+        self._holes: dict[int, float] = {}  # ids below it not read yet, and when they were first missed
 
     def write(self, scores: Mapping[Pair, list[float]]) -> None:
         """One row per pair, in pair order. Raises ``SQLAlchemyError``."""
@@ -110,26 +111,40 @@ class ScoreShare:
             rows = connection.execute(
                 select(_C.id, _C.index_name, _C.retriever, _C.scores).where(_C.id >= min(oldest.values()))
                 .order_by(_C.id)).all()
-        found = []
-        for row in rows:
-            self._take(row.id)
-            if row.id >= oldest.get((row.index_name, row.retriever), row.id + 1):
-                found.append(((row.index_name, row.retriever), unpack(row.scores)))
-        return found
+        self._highest = max([self._highest, *(row.id for row in rows)])
+        return [((row.index_name, row.retriever), unpack(row.scores)) for row in rows
+                if row.id >= oldest.get((row.index_name, row.retriever), row.id + 1)]
 
     def since(self) -> list[tuple[Pair, tuple[float, ...]]]:
-        """The rows other replicas wrote since the last read, in id order. The look-back reads ids
-        and writers only; the scores of the rows not taken yet."""
+        """The rows other replicas wrote since the last read, in id order: those above the highest
+        id read, and those in the holes earlier reads left below it (ids taken by writers that had
+        not committed yet; a hole older than ``HOLE_SECONDS`` is given up: its writer rolled back).
+        This replica's own rows are read as ids only."""
+        now = self._clock()
+        wanted = _C.id > self._highest
+        if self._holes:
+            wanted = or_(wanted, _C.id.in_(sorted(self._holes)))
         with self._engine.connect() as connection:
-            recent = connection.execute(select(_C.id, _C.replica).where(_C.id > self._highest - LOOK_BACK_IDS)).all()
-            wanted = [row.id for row in recent if row.id not in self._taken and row.replica != self.replica]
-            rows = connection.execute(select(_C.id, _C.index_name, _C.retriever, _C.scores).where(
-                _C.id.in_(wanted)).order_by(_C.id)).all() if wanted else []
-        for row in recent:  # this replica's rows too: the look-back moves on in a process alone
-            self._take(row.id)
-        floor = self._highest - LOOK_BACK_IDS
-        self._taken = {i for i in self._taken if i > floor}
-        return [((row.index_name, row.retriever), unpack(row.scores)) for row in rows]
+            rows = connection.execute(
+                select(_C.id, _C.replica, _C.index_name, _C.retriever,
+                       case((_C.replica != self.replica, _C.scores), else_=None).label("scores"))
+                .where(wanted).order_by(_C.id)).all()
+        self._note_holes({row.id for row in rows}, now)
+        return [((row.index_name, row.retriever), unpack(row.scores)) for row in rows if row.replica != self.replica]
+
+    def _note_holes(self, read: set[int], now: float) -> None:
+        """Move the highest id on; remember the ids missing among those read (at most
+        ``MAX_HOLES``, the newest) and forget the holes read or too old."""
+        for row_id in read:
+            self._holes.pop(row_id, None)
+        if read:
+            top = max(read)
+            start = max(self._highest + 1 if self._highest else min(read), top - MAX_HOLES)
+            self._holes.update((i, now) for i in range(start, top) if i not in read)
+            self._highest = max(self._highest, top)
+        self._holes = {i: t for i, t in self._holes.items() if now - t < HOLE_SECONDS}
+        if len(self._holes) > MAX_HOLES:
+            self._holes = dict(sorted(self._holes.items())[-MAX_HOLES:])
 
     def prune(self) -> int:
         """Delete the rows no baseline needs any more; returns how many went."""
@@ -155,11 +170,6 @@ class ScoreShare:
                 held[pair] += row.n
                 oldest[pair] = row.id
         return oldest
-
-    def _take(self, row_id: int) -> None:
-        self._taken.add(row_id)
-        if row_id > self._highest:
-            self._highest = row_id
 
 
 class BaselineSharing:
