@@ -1,4 +1,4 @@
-"""`make bench`: every benchmark, printing its figures, then each target with its figure (about 25
+"""`make bench`: every benchmark, printing its figures, then each target with its figure (about 40
 minutes on 2 cores). Exits 1 when a figure docs/performance.md reports as meeting its target falls
 short of it (bench/targets.py)."""
 

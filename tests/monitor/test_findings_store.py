@@ -3,8 +3,6 @@ signal that counts what it drops, paging, retention; on SQLite and on PostgreSQL
 
 from __future__ import annotations
 
-import uuid
-
 import pytest
 from pydantic import SecretStr
 
@@ -17,21 +15,16 @@ from ragmon.monitor.findings.query import QueryError, parse_since, query_from
 from ragmon.monitor.findings.sink import FindingsSink
 from ragmon.monitor.findings.store import FindingQuery, FindingsStore
 from ragmon.monitor.labeling.redact import RedactionConfig, Redactor
-from ragmon.monitor.storage.store import make_engine, upgrade
+from ragmon.monitor.storage.store import make_engine
+from tests.databases import BOTH, migrated_url
 
 NOW = 1_796_000_000.0
 EMAIL = "carol.danvers@example.com"
 
 
-@pytest.fixture(params=["sqlite", pytest.param("postgresql", marks=pytest.mark.integration)])
+@pytest.fixture(params=BOTH)
 def store(request, tmp_path) -> FindingsStore:
-    if request.param == "sqlite":
-        url = f"sqlite:///{tmp_path / 'ragmon.db'}"
-    else:
-        url = request.getfixturevalue("postgres").create_database(f"findings_{uuid.uuid4().hex[:8]}")
-    engine = make_engine(url)
-    upgrade(engine)
-    return FindingsStore(engine)
+    return FindingsStore(make_engine(migrated_url(request, tmp_path, "findings")))
 
 
 class Clock:

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import logging
 import random
-import uuid
 
 import pytest
 from sqlalchemy import insert, select
@@ -19,7 +18,8 @@ from ragmon.monitor.core.pipeline import Observation
 from ragmon.monitor.core.signals import SignalEngine
 from ragmon.monitor.core.signals.scores import ScoreBaselines
 from ragmon.monitor.storage.score_share import KEEP_SECONDS, BaselineSharing, ScoreShare, ScoreShareRow, pack
-from ragmon.monitor.storage.store import make_engine, upgrade
+from ragmon.monitor.storage.store import make_engine
+from tests.databases import BOTH, migrated_url
 
 NOW = 1_796_000_000.0
 PAIRS = [("policies", "vector"), ("policies", "bm25"), ("handbook", "vector")]
@@ -70,16 +70,9 @@ class Replica:
         self.sharing.flush(1.0)
 
 
-@pytest.fixture(params=["sqlite", pytest.param("postgresql", marks=pytest.mark.integration)])
+@pytest.fixture(params=BOTH)
 def url(request, tmp_path):
-    if request.param == "sqlite":
-        url = f"sqlite:///{tmp_path / 'ragmon.db'}"
-    else:
-        url = request.getfixturevalue("postgres").create_database(f"share_{uuid.uuid4().hex[:8]}")
-    engine = make_engine(url)
-    upgrade(engine)
-    engine.dispose()
-    return url
+    return migrated_url(request, tmp_path, "share")
 
 
 def alone(traces: list[TraceEvent], config: SignalsConfig) -> ScoreBaselines:
