@@ -8,9 +8,8 @@ times as long as one process's. So each replica writes the top scores it judged 
 write (one row per pair, the scores packed as little-endian doubles) and reads the rows the others
 wrote since its last read into its own baselines, before it judges a batch: each batch of a backlog
 shares what it judged with the next batches of the others, and a quiet stream shares every
-``low_score_sync_seconds``. At
-start-up it reads the newest window of every pair: a restarted or added replica, and a single
-process after a restart, judges from its first trace.
+``low_score_sync_seconds``. At start-up it reads the newest window of every pair: a restarted or
+added replica, and a single process after a restart, judges from its first trace.
 
 Reading goes by the rows' autoincrement id. Two writers may commit out of id order, so each read
 also asks again for the ids missing below the highest it has read (for ``HOLE_SECONDS``).
@@ -42,7 +41,7 @@ from ragmon.monitor.core.signals.scores import ScoreBaselines
 
 log = logging.getLogger(__name__)
 
-SYNC_SCORES = 100  # a batch that brings this many scores syncs at once, whatever the interval
+SYNC_SCORES = 100  # scores pending after a batch that are written at once, whatever the interval
 HOLE_SECONDS = 30.0  # how long an id missing below the highest read is looked for again
 MAX_HOLES = 1000
 PRUNE_SECONDS = 600.0
