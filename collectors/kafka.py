@@ -35,7 +35,7 @@ from kafka.errors import KafkaError
 from kafka.structs import OffsetAndMetadata, TopicPartition
 
 from ragmon.collectors.background import BackgroundSource
-from ragmon.collectors.kafka_calls import POLL_THREAD_CALL_MS
+from ragmon.collectors.kafka_calls import POLL_THREAD_CALL_MS, is_retriable
 from ragmon.monitor.core.errors import Retryable
 from ragmon.monitor.core.pipeline import BatchResult, Processor
 from ragmon.monitor.core.records import RawRecord
@@ -149,6 +149,7 @@ class KafkaSource(BackgroundSource):
         self._warm_until: dict[TopicPartition, int] = {}  # offsets below this are replayed, not processed
         self._consumed: dict[TopicPartition, int] = {}  # next offset after the last record run through the stages
         self.caught_up = threading.Event()  # clear while judging traces waits for the catalog
+        self._away_logged_at = -30.0  # when a poll failing with the brokers away was last logged
         if catalog is None:
             self.caught_up.set()
 
@@ -175,7 +176,15 @@ class KafkaSource(BackgroundSource):
                     break
                 if self._warm_due:
                     self._begin_warmup(consumer)
-                polled = consumer.poll(timeout_ms=500, max_records=self._max_batch)
+                try:
+                    polled = consumer.poll(timeout_ms=500, max_records=self._max_batch)
+                except KafkaError as error:
+                    # nothing is pending here: the brokers away (a restart, a rejoin that cannot
+                    # reach the coordinator) is waited out, as a commit or a rebalance would be
+                    if not is_retriable(error):
+                        raise
+                    self._brokers_away(error)
+                    continue
                 if self._catalog_due or self._warm_due:  # this poll brought an assignment: what it
                     self._seek_back(consumer, polled)       # fetched waits for the catalog and warm-up
                     continue
@@ -233,8 +242,24 @@ class KafkaSource(BackgroundSource):
                 consumer.resume(*consumer.paused())
 
     def _poll_while_paused(self, consumer: KafkaConsumer, timeout_ms: int = 0) -> None:
-        """Poll to keep the group membership; anything fetched anyway is sought back, not lost."""
-        self._seek_back(consumer, consumer.poll(timeout_ms=timeout_ms))
+        """Poll to keep the group membership; anything fetched anyway is sought back, not lost.
+        With the brokers away, skip this poll (the wait it serves goes on)."""
+        try:
+            polled = consumer.poll(timeout_ms=timeout_ms)
+        except KafkaError as error:
+            if not is_retriable(error):
+                raise
+            self._brokers_away(error)
+            return
+        self._seek_back(consumer, polled)
+
+    def _brokers_away(self, error: KafkaError) -> None:
+        """A poll failed with a retriable error: say so (at most every 30 s) and wait a moment."""
+        now = time.monotonic()
+        if now - self._away_logged_at >= 30:
+            self._away_logged_at = now
+            log.warning("Kafka unavailable while polling (%s: %s); trying again", type(error).__name__, error)
+        self._stop.wait(1.0)
 
     @staticmethod
     def _seek_back(consumer: KafkaConsumer, polled: dict) -> None:

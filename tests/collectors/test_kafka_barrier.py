@@ -315,3 +315,46 @@ def test_an_absent_or_empty_catalog_topic_counts_as_read():
             assert reader.wait_synced(5), logs
         finally:
             assert reader.shutdown(timeout=5)
+
+
+class FlakyGroupConsumer(FakeGroupConsumer):
+    """Polls fail as kafka-python's do while the brokers are away (a rejoin after a revocation
+    that cannot reach the coordinator), for the first ``failures`` polls after ``after``."""
+
+    def __init__(self, logs: dict[int, list[bytes]], after: int, failures: int) -> None:
+        super().__init__(logs)
+        self.after, self.failures, self.failed = after, failures, 0
+
+    def poll(self, timeout_ms=0, max_records=500):
+        if self.polls >= self.after and self.failed < self.failures:
+            self.failed += 1
+            self.polls += 1
+            raise errors.KafkaConnectionError("111 ECONNREFUSED")
+        return super().poll(timeout_ms, max_records)
+
+
+def test_polls_failing_while_the_brokers_are_away_are_waited_out_and_nothing_is_lost(caplog):
+    consumer, processed = FlakyGroupConsumer({0: [b"a", b"b", b"c"]}, after=1, failures=3), Recorder()
+    consumer.logs[0] = [b"a"]  # one record before the outage, two after
+    source = KafkaSource(lambda: consumer, [TOPIC], processed, max_batch=1, retry=RetryPolicy(initial=0.01))
+    source.start()
+    try:
+        wait_for(lambda: consumer.failed == 3, 10, "the failing polls")
+        consumer.logs[0] = [b"a", b"b", b"c"]
+        wait_for(lambda: processed.values == [b"a", b"b", b"c"], 10, "every record")
+        assert source.error is None
+    finally:
+        assert source.shutdown(timeout=5)
+    assert "Kafka unavailable while polling (KafkaConnectionError" in caplog.text
+
+
+def test_a_poll_failing_for_good_still_stops_the_source_loudly():
+    class Broken(FakeGroupConsumer):
+        def poll(self, timeout_ms=0, max_records=500):
+            raise errors.TopicAuthorizationFailedError("not allowed")
+
+    source = KafkaSource(lambda: Broken({0: [b"a"]}), [TOPIC], Recorder())
+    source.start()
+    wait_for(lambda: source.error is not None, 5, "the source to stop")
+    assert isinstance(source.error, errors.TopicAuthorizationFailedError)
+    source.shutdown(timeout=5)
