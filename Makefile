@@ -30,11 +30,9 @@ services:
 lint: $(VENV)/.dev
 	$(BIN)/ruff check .
 
-# three workers on two cores: many tests mostly wait (on brokers, timeouts, subprocesses), and a
-# third worker fills the cores meanwhile (tests/conftest.py groups the tests: the two CPU-bound
-# groups go first, one to a worker; the groups go out in the order it sorts them, not xdist's
-# largest-first)
-PYTEST_XDIST = -n 3 --dist loadgroup --no-loadscope-reorder
+# two workers (tests/conftest.py groups the tests: the CPU-bound ones on one worker, first; the
+# groups go out in the order it sorts them, not xdist's largest-first)
+PYTEST_XDIST = -n 2 --dist loadgroup --no-loadscope-reorder
 test: $(VENV)/.dev services lint
 	$(BIN)/python -m pytest $(PYTEST_XDIST)
 
