@@ -176,15 +176,7 @@ class KafkaSource(BackgroundSource):
                     break
                 if self._warm_due:
                     self._begin_warmup(consumer)
-                try:
-                    polled = consumer.poll(timeout_ms=500, max_records=self._max_batch)
-                except KafkaError as error:
-                    # nothing is pending here: the brokers away (a restart, a rejoin that cannot
-                    # reach the coordinator) is waited out, as a commit or a rebalance would be
-                    if not is_retriable(error):
-                        raise
-                    self._brokers_away(error)
-                    continue
+                polled = self._poll(consumer, timeout_ms=500, max_records=self._max_batch)
                 if self._catalog_due or self._warm_due:  # this poll brought an assignment: what it
                     self._seek_back(consumer, polled)       # fetched waits for the catalog and warm-up
                     continue
@@ -242,24 +234,24 @@ class KafkaSource(BackgroundSource):
                 consumer.resume(*consumer.paused())
 
     def _poll_while_paused(self, consumer: KafkaConsumer, timeout_ms: int = 0) -> None:
-        """Poll to keep the group membership; anything fetched anyway is sought back, not lost.
-        With the brokers away, skip this poll (the wait it serves goes on)."""
+        """Poll to keep the group membership; anything fetched anyway is sought back, not lost."""
+        self._seek_back(consumer, self._poll(consumer, timeout_ms=timeout_ms))
+
+    def _poll(self, consumer: KafkaConsumer, **options: Any) -> dict:
+        """``consumer.poll``. A retriable error (the brokers away: a restart, a rejoin that cannot
+        reach the coordinator) is waited out as a poll that brought nothing: said at most every
+        30 s, then a second's pause. Nothing is pending at a poll, so nothing is lost."""
         try:
-            polled = consumer.poll(timeout_ms=timeout_ms)
+            return consumer.poll(**options)
         except KafkaError as error:
             if not is_retriable(error):
                 raise
-            self._brokers_away(error)
-            return
-        self._seek_back(consumer, polled)
-
-    def _brokers_away(self, error: KafkaError) -> None:
-        """A poll failed with a retriable error: say so (at most every 30 s) and wait a moment."""
-        now = time.monotonic()
-        if now - self._away_logged_at >= 30:
-            self._away_logged_at = now
-            log.warning("Kafka unavailable while polling (%s: %s); trying again", type(error).__name__, error)
-        self._stop.wait(1.0)
+            now = time.monotonic()
+            if now - self._away_logged_at >= 30:
+                self._away_logged_at = now
+                log.warning("Kafka unavailable while polling (%s: %s); trying again", type(error).__name__, error)
+            self._stop.wait(1.0)
+            return {}
 
     @staticmethod
     def _seek_back(consumer: KafkaConsumer, polled: dict) -> None:
