@@ -58,7 +58,7 @@ def _any_value(value) -> Any:
     if kind == "array_value":
         return [_any_value(v) for v in value.array_value.values]
     if kind == "kvlist_value":
-        return {kv.key: _any_value(kv.value) for kv in value.kvlist_value.values}
+        return _protobuf_attributes(value.kvlist_value.values)
     return getattr(value, kind)
 
 
