@@ -55,11 +55,6 @@ def cpu_seconds(root: int) -> float:
     return total / TICKS
 
 
-def process_cpu_seconds(pid: int) -> float:
-    fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
-    return sum(int(value) for value in fields[11:13]) / TICKS
-
-
 def scale_once(kafka: Kafka, postgres: Postgres, events: list[bytes], replicas: int) -> dict[str, float]:
     """One run of ``replicas`` replicas over ``replicas`` partitions: the steady rate in traces/s
     and the CPU seconds per 1,000 traces of the replicas, the broker and PostgreSQL."""
@@ -87,7 +82,7 @@ def scale_once(kafka: Kafka, postgres: Postgres, events: list[bytes], replicas: 
         cpu: list = []
 
         def on_first() -> None:  # the CPU counters start with the first processed trace, as the rate does
-            cpu.extend([[process_cpu_seconds(s.process.pid) for s in servers], cpu_seconds(broker_pid),
+            cpu.extend([[cpu_seconds(s.process.pid) for s in servers], cpu_seconds(broker_pid),
                         cpu_seconds(postgres_pid)])
 
         started, counted, finished = consume_all(kafka, servers, len(events), topic, group, on_first)
@@ -95,7 +90,7 @@ def scale_once(kafka: Kafka, postgres: Postgres, events: list[bytes], replicas: 
         per_thousand = 1000 / (len(events) - counted)
         return {
             "rate": (len(events) - counted) / (finished - started),
-            "ragmon_cpu": sum(process_cpu_seconds(s.process.pid) - c for s, c in zip(servers, ragmon_cpu, strict=True))
+            "ragmon_cpu": sum(cpu_seconds(s.process.pid) - c for s, c in zip(servers, ragmon_cpu, strict=True))
             * per_thousand,
             "broker_cpu": (cpu_seconds(broker_pid) - broker_cpu) * per_thousand,
             "postgres_cpu": (cpu_seconds(postgres_pid) - postgres_cpu) * per_thousand,
