@@ -11,6 +11,11 @@ shares what it judged with the next batches of the others, and a quiet stream sh
 ``low_score_sync_seconds``. At start-up it reads the newest window of every pair: a restarted or
 added replica, and a single process after a restart, judges from its first trace.
 
+A pair still warming (under ``low_score_min_samples`` scores: none is judged low) is shared
+within the batch, every ``WARMING_SYNC`` of its scores: replicas starting together on an empty
+table would otherwise each warm it on batches of their own, and leave up to a batch per replica
+more unjudged than one process does.
+
 Reading goes by the rows' autoincrement id. Two writers may commit out of id order, so each read
 also asks again for the ids missing below the highest it has read (for ``HOLE_SECONDS``).
 Any replica prunes, every ``PRUNE_SECONDS``: a pair keeps the newest rows that hold a window of
@@ -42,6 +47,7 @@ from ragmon.monitor.core.signals.scores import ScoreBaselines
 log = logging.getLogger(__name__)
 
 SYNC_SCORES = 100  # scores pending after a batch that are written at once, whatever the interval
+WARMING_SYNC = 20  # scores of warming pairs judged between two shares within a batch
 HOLE_SECONDS = 30.0  # how long an id missing below the highest read is looked for again
 MAX_HOLES = 1000
 PRUNE_SECONDS = 600.0
@@ -177,7 +183,9 @@ class BaselineSharing:
     after a batch that left ``SYNC_SCORES`` scores or more pending (a backlog is judged in batches
     of hundreds), else once ``interval`` seconds have passed (small batches share a round trip).
     Before each batch, :meth:`prepare` reads the others' scores into ``baselines``. Sees a batch
-    once it is durable (not a durable sink): a refused and retried batch is shared once."""
+    once it is durable (not a durable sink): a refused and retried batch is shared once. The
+    scores of warming pairs come earlier, through :meth:`share_warming` (which it makes the
+    baselines' ``on_warming``), and are shared within the batch (a refused batch's too)."""
 
     name = "score_share"
     durable = False
@@ -192,10 +200,13 @@ class BaselineSharing:
         self._clock = clock
         self._pending: dict[Pair, list[float]] = defaultdict(list)
         self._held = 0  # scores pending, every pair
+        self._warming = 0  # scores of warming pairs taken since the last share within a batch
         self._next_write = self._next_read = 0.0
         self._read_due = False  # this replica wrote since its last read
         self._next_prune = clock() + PRUNE_SECONDS * (0.5 + secrets.randbelow(1000) / 1000)  # replicas apart
         self._warned_at = -3600.0
+        self._reachable = True  # the last call to the database succeeded
+        baselines.on_warming = self.share_warming
 
     def start(self) -> None:
         """Take the newest window of every pair into the baselines (before any trace is judged).
@@ -218,14 +229,46 @@ class BaselineSharing:
         configured = self._thresholds.get(signals.index, {})
         for finding in signals.retrievals:
             score = finding.top_score
-            # what the baselines took: a score of a pair without a configured threshold (not NaN)
-            if score is not None and finding.retriever not in configured and score == score:
-                pending = self._pending[(signals.index, finding.retriever)]
-                pending.append(score)
-                self._held += 1
-                if len(pending) > 2 * self._window:  # the database away a long time: the newest window
-                    self._held -= len(pending) - self._window
-                    del pending[:-self._window]
+            # what the baselines took: a score of a pair without a configured threshold (not NaN),
+            # but for a warming pair's (share_warming took those)
+            if score is not None and finding.retriever not in configured and score == score and not finding.warming:
+                self._hold((signals.index, finding.retriever), score)
+
+    def share_warming(self, pair: Pair, score: float) -> None:
+        """A score just judged while ``pair`` was warming (``ScoreBaselines.on_warming``): every
+        ``WARMING_SYNC`` of them, write what is pending and read the others' scores, in the midst
+        of a batch; not while the database is unreachable (``flush`` tries again at its pace: a
+        batch does not wait for a connection timeout every few traces)."""
+        self._hold(pair, score)
+        self._warming += 1
+        if self._warming < WARMING_SYNC or not self._reachable:
+            return
+        self._warming = 0
+        try:
+            self._write()
+            self._read()
+        except SQLAlchemyError as error:
+            self._warn(error)
+
+    def _hold(self, pair: Pair, score: float) -> None:
+        pending = self._pending[pair]
+        pending.append(score)
+        self._held += 1
+        if len(pending) > 2 * self._window:  # the database away a long time: the newest window
+            self._held -= len(pending) - self._window
+            del pending[:-self._window]
+
+    def _write(self) -> None:
+        if self._pending:
+            self._share.write(self._pending)
+            self._pending.clear()
+            self._held = 0
+            self._read_due = True
+
+    def _read(self) -> None:
+        for pair, scores in self._share.since():
+            for score in scores:
+                self._baselines.observe(pair, score)
 
     def prepare(self) -> None:
         """Before a batch (``Stages.prepare``): read the other replicas' new scores into the
@@ -237,9 +280,8 @@ class BaselineSharing:
             return
         self._read_due, self._next_read = False, now + self._interval
         try:
-            for pair, scores in self._share.since():
-                for score in scores:
-                    self._baselines.observe(pair, score)
+            self._read()
+            self._reachable = True
         except SQLAlchemyError as error:
             self._warn(error)
 
@@ -249,14 +291,11 @@ class BaselineSharing:
             return True
         self._next_write = now + self._interval
         try:
-            if self._pending:
-                self._share.write(self._pending)
-                self._pending.clear()
-                self._held = 0
-                self._read_due = True
+            self._write()
             if now >= self._next_prune:
                 self._next_prune = now + PRUNE_SECONDS
                 self._share.prune()
+            self._reachable = True
         except SQLAlchemyError as error:
             self._warn(error)
         return True
@@ -269,6 +308,7 @@ class BaselineSharing:
                 self._warn(error)
 
     def _warn(self, error: SQLAlchemyError) -> None:
+        self._reachable = False
         now = self._clock()
         if now - self._warned_at >= 60:
             self._warned_at = now

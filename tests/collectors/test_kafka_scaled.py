@@ -34,7 +34,6 @@ pytestmark = pytest.mark.integration
 
 TRACES = 12_000
 SESSION_MS = 6_000
-MAX_BATCH = 500  # kafka.max_batch, the default
 COUNTED = {  # what each run counts, compared between one process and the replicas
     "feedback joined": lambda url: scraped(url, "ragmon_feedback_total") - scraped(url, "ragmon_feedback_total",
                                                                                   tenant="unknown"),
@@ -182,17 +181,14 @@ def test_three_replicas_with_one_killed_store_and_count_what_one_process_does(ka
     assert scaled["feedback joined"] >= 0.98 * reference["feedback joined"] > 0
     for name in ("rephrases", "stale passages served"):
         assert abs(scaled[name] - reference[name]) <= 0.02 * reference[name] and reference[name] > 0, (name, table)
-    # Low scores: each replica reads the others' scores before every batch (score_share.py), so after
-    # the kill, the hand-over and the replacement's start, three replicas judge as one process. At
-    # the cold start the three judge their first batches side by side, none seeing the others' yet:
-    # while under low_score_min_samples scores per pair, up to (replicas - 1) batches more go
-    # unjudged than in one process. Without the sharing the three flagged about a quarter fewer.
-    lists_per_trace = reference["retrieval lists scored"] / reference["answers"]
-    cold_start = 2 * MAX_BATCH * lists_per_trace * reference_rate
-    assert abs(scaled_after["low-score retrievals"] - reference_after["low-score retrievals"]) <= (
-        0.02 * reference_after["low-score retrievals"]), table
-    shortfall = reference["low-score retrievals"] - scaled["low-score retrievals"]
-    assert -0.02 * reference["low-score retrievals"] <= shortfall <= cold_start, (cold_start, table)
+    # Low scores: each replica reads the others' scores before every batch, and while a pair warms
+    # (under low_score_min_samples scores) within the batch too (score_share.py), so over the cold
+    # start, the kill, the hand-over and the replacement's start, three replicas judge as one
+    # process. Without the sharing the three flagged about a quarter fewer; sharing only between
+    # batches, about 4% fewer (the three warming each pair on first batches of their own).
+    for counts in ((scaled, reference), (scaled_after, reference_after)):
+        assert abs(counts[0]["low-score retrievals"] - counts[1]["low-score retrievals"]) <= (
+            0.02 * counts[1]["low-score retrievals"]), table
     assert replacement_rate >= 0.8 * reference_rate, (replacement_rate, reference_rate, table)
     assert moved <= SESSION_MS / 1000 + 10
     assert warmed > 0

@@ -66,6 +66,8 @@ class RetrievalFinding:
     # the trailing percentile); words for the findings, not part of what the signal is
     limit: float | None = field(default=None, compare=False)
     configured: bool = field(default=False, compare=False)
+    # judged while its (index, retriever) pair had too few scores for a percentile: never low
+    warming: bool = field(default=False, compare=False)
 
 
 @dataclass(slots=True)

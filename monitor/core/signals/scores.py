@@ -5,7 +5,7 @@ from __future__ import annotations
 import threading
 from bisect import bisect_left, insort
 from collections import OrderedDict, deque
-from collections.abc import Collection, Mapping
+from collections.abc import Callable, Collection, Mapping
 
 from ragmon.monitor.core.model import TraceEvent
 from ragmon.monitor.core.signals.results import RetrievalFinding
@@ -18,7 +18,14 @@ class ScoreBaselines:
     by insertion, so the percentile is exact after every score at the cost of a binary search and
     a memory move, instead of a sort of the window), and at most ``max_keys`` keys (least recently
     used dropped). NaN scores have no rank and are ignored.
+
+    ``on_warming``, when set, is told each score judged while its key had no percentile yet
+    (:func:`retrieval_findings` calls it; not the warm-up's :func:`learn_baselines`): replicas
+    share those at once (``monitor/storage/score_share.py``), so that a key warms after
+    ``min_samples`` scores of all of them, as in one process.
     """
+
+    on_warming: Callable[[tuple[str, str], float], None] | None = None
 
     def __init__(self, percentile: float, min_samples: int, window: int, max_keys: int = 1000) -> None:
         self._fraction = percentile / 100.0
@@ -85,16 +92,20 @@ def retrieval_findings(
     for retrieval in trace.retrievals:
         name = retrieval.retriever
         top = top_score([p.score for p in retrieval.passages])
-        low = False
+        low = warming = False
         limit = configured.get(name)
         fixed = limit is not None
         if top is not None:
             if limit is None:
-                limit = baselines.threshold((index, name))
-                baselines.observe((index, name), top)
+                key = (index, name)
+                limit = baselines.threshold(key)
+                baselines.observe(key, top)
+                warming = limit is None and top == top  # not NaN
+                if warming and baselines.on_warming is not None:
+                    baselines.on_warming(key, top)
             low = limit is not None and top < limit
         findings.append(RetrievalFinding(name, top, low, not retrieval.passages, is_keyword(name, keyword_retrievers),
-                                         limit if low else None, fixed and low))
+                                         limit if low else None, fixed and low, warming))
     return findings
 
 
