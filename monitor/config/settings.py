@@ -181,7 +181,9 @@ class OtlpConfig(ConfigSection):
 
     enabled: bool = Field(True, description="Accept OTLP traces.")
     assembly_wait_seconds: PositiveFloat = Field(
-        5.0, description="A trace is complete once no span of it arrived for this long."
+        10.0, description="A trace is complete once no span of it arrived for this long. Keep it above the senders' "
+        "export delay: the OpenTelemetry SDK's batch span processor exports every 5 s (`OTEL_BSP_SCHEDULE_DELAY`), "
+        "so a trace that straddles two exports arrives in two requests about 5 s apart."
     )
     root_grace_seconds: PositiveFloat = Field(
         1.0, description="A trace whose root span (no parent; it ends, and is exported, last) arrived is complete "

@@ -36,8 +36,9 @@ def ragmon_servers(tmp_path_factory) -> Iterator[dict[str, RagmonServer]]:
     try:
         for export in EXPORTS:
             scratch = tmp_path_factory.mktemp(export.replace(":", "-"))
-            servers[export] = RagmonServer(scratch, RAGMON_SAMPLING__RATES='{"random": 1.0}',
-                                           RAGMON_OTLP__ASSEMBLY_WAIT_SECONDS="2").start()
+            # the default assembly wait: a trace the batch span processor splits between two
+            # exports (every 5 s) arrives in two requests about 5 s apart
+            servers[export] = RagmonServer(scratch, RAGMON_SAMPLING__RATES='{"random": 1.0}').start()
         yield servers
     finally:
         for server in servers.values():
