@@ -30,14 +30,15 @@ services:
 lint: $(VENV)/.dev
 	$(BIN)/ruff check .
 
-# two workers (tests/conftest.py groups the tests: the CPU-bound ones on one worker, first; the
-# groups go out in the order it sorts them, not xdist's largest-first)
-PYTEST_XDIST = -n 2 --dist loadgroup --no-loadscope-reorder
+# tests/conftest.py groups the tests: the two CPU-bound groups first, one per worker, and a third
+# worker for the tests that mostly wait on brokers, subprocesses and timeouts; the groups go out
+# in the order it sorts them, not xdist's largest-first
+PYTEST_XDIST = --dist loadgroup --no-loadscope-reorder
 test: $(VENV)/.dev services lint
-	$(BIN)/python -m pytest $(PYTEST_XDIST)
+	$(BIN)/python -m pytest -n 3 $(PYTEST_XDIST)
 
 test-quick: $(VENV)/.dev
-	$(BIN)/python -m pytest $(PYTEST_XDIST) -m "not integration and not slow" -q
+	$(BIN)/python -m pytest -n 2 $(PYTEST_XDIST) -m "not integration and not slow" -q
 
 # The peer the OTLP benchmark compares with, in a virtual environment of its own
 PHOENIX ?= $(or $(SERVICES_CACHE_DIR),$(HOME)/.cache/ragmon-services)/phoenix-venv

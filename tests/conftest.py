@@ -1,5 +1,5 @@
 """Session-wide fixtures for the real services, started on first use and stopped at the end,
-and how `make test` shares the tests between its two pytest-xdist workers.
+and how `make test` shares the tests between its pytest-xdist workers.
 
 In CI (``CI`` set) a skipped test fails the run: an integration test that did not run has not
 passed.
@@ -46,10 +46,10 @@ def label_studio() -> Iterator[LabelStudio]:
 
 
 # Tests that fill a core on their own (a second process makes their input, or the code under test
-# fills it), in two groups of about the same length (`cpu-bound-otlp`, `cpu-bound-pipeline`): each
-# worker starts with one, so that the longest of them all (the OTLP fuzz) starts at once and the
-# others do not queue behind it; the tests that mostly wait (on brokers, timeouts, subprocesses)
-# fill in around them.
+# fills it), in two groups of about the same length (`cpu-bound-otlp`, `cpu-bound-pipeline`): two
+# workers start with one each, so that the longest of them all (the OTLP fuzz) starts at once and
+# the others do not queue behind it; the tests that mostly wait (on brokers, timeouts,
+# subprocesses) fill in around them, on the third worker first.
 CPU_BOUND = "cpu-bound"  # the prefix of those groups' names
 # Modules that share one instance of a slow-starting service: one worker starts it once.
 SHARED = {"tests/exporters/test_label_studio.py": "label-studio", "tests/test_labeling_loop.py": "label-studio",
