@@ -9,16 +9,20 @@ PHOENIX_VERSION ?= 20.26.1
 
 .PHONY: demo test test-quick bench soak lint services clean
 
+# ragmon and its dependencies go in with uv: the packages pip would install (the same resolution
+# of pyproject.toml), in seconds instead of about a minute; pip stays in the venv for the tests
+# that build and install the wheel as a user does
+UV = $(BIN)/uv pip install -q --native-tls --python $(BIN)/python
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install -q --upgrade pip
+	$(BIN)/python -m pip install -q --upgrade pip uv
 
 $(VENV)/.runtime: pyproject.toml | $(BIN)/python
-	$(BIN)/python -m pip install -q -e '.[server]'
+	$(UV) -e '.[server]'
 	touch $@
 
 $(VENV)/.dev: pyproject.toml | $(BIN)/python
-	$(BIN)/python -m pip install -q -e '.[dev]'
+	$(UV) -e '.[dev]'
 	touch $@ $(VENV)/.runtime
 
 demo: $(VENV)/.runtime

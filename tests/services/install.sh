@@ -50,6 +50,20 @@ if [ ! -f "$ls_dir/.complete" ]; then
   "$ls_dir/bin/python" -m pip install -q -r "$here/label-studio-requirements.txt"
   touch "$ls_dir/.complete"
 fi
+# Label Studio's database, migrated once here (a minute of Django migrations), not at every start:
+# the tests start Label Studio on a copy of it (tests/services/harness.py)
+ls_migrated="$ls_dir/migrated"
+if [ ! -f "$ls_migrated/.complete" ]; then
+  echo "migrating a Label Studio database into $ls_migrated"
+  rm -rf "$ls_migrated"
+  mkdir -p "$ls_migrated/data"
+  ls_package="$("$ls_dir/bin/python" -c 'import label_studio, os; print(os.path.dirname(label_studio.__file__))')"
+  HOME="$ls_migrated" LABEL_STUDIO_BASE_DATA_DIR="$ls_migrated/data" COLLECT_ANALYTICS=false \
+    LATEST_VERSION_CHECK=false DJANGO_SETTINGS_MODULE=core.settings.label_studio \
+    "$ls_dir/bin/python" "$ls_package/manage.py" migrate --no-input > "$ls_migrated/migrate.log" 2>&1
+  rm -f "$ls_migrated/data/.env"  # its secret key: each start makes its own
+  touch "$ls_migrated/.complete"
+fi
 clients_dir="$(python3 -c 'import sys; sys.path.insert(0, sys.argv[1]); import harness; print(harness.clients_dir())' "$here")"
 if [ ! -f "$clients_dir/.complete" ]; then
   echo "installing the RAG frameworks of tests/clients into $clients_dir"
