@@ -2,7 +2,8 @@
 # Installs the real services the integration tests run against, when they are missing:
 #   PostgreSQL server, Prometheus + promtool, Alertmanager, Chromium and chromedriver (Debian packages),
 #   Apache Kafka broker jars (Maven Central, cached outside the repository),
-#   Label Studio (PyPI, in a virtual environment of its own, cached outside the repository),
+#   Label Studio (PyPI, in a virtual environment of its own, cached outside the repository, with a
+#   database migrated once),
 #   the RAG frameworks of tests/clients/ (PyPI, likewise),
 #   helm (built from the Go module proxy with `go install`, cached outside the repository),
 #   presidio-evaluator's sentence templates (its wheel from PyPI, cached outside the repository).
@@ -60,7 +61,8 @@ if [ ! -f "$ls_migrated/.complete" ]; then
   ls_package="$("$ls_dir/bin/python" -c 'import label_studio, os; print(os.path.dirname(label_studio.__file__))')"
   HOME="$ls_migrated" LABEL_STUDIO_BASE_DATA_DIR="$ls_migrated/data" COLLECT_ANALYTICS=false \
     LATEST_VERSION_CHECK=false DJANGO_SETTINGS_MODULE=core.settings.label_studio \
-    "$ls_dir/bin/python" "$ls_package/manage.py" migrate --no-input > "$ls_migrated/migrate.log" 2>&1
+    "$ls_dir/bin/python" "$ls_package/manage.py" migrate --no-input > "$ls_migrated/migrate.log" 2>&1 \
+    || { tail -n 30 "$ls_migrated/migrate.log" >&2; echo "Label Studio's migrations failed" >&2; exit 1; }
   rm -f "$ls_migrated/data/.env"  # its secret key: each start makes its own
   touch "$ls_migrated/.complete"
 fi
