@@ -38,6 +38,7 @@ from ragmon.collectors.background import BackgroundSource
 from ragmon.collectors.kafka_calls import POLL_THREAD_CALL_MS, is_retriable
 from ragmon.monitor.core.errors import Retryable
 from ragmon.monitor.core.pipeline import BatchResult, Processor
+from ragmon.monitor.core.rate_limit import TokenBucket
 from ragmon.monitor.core.records import RawRecord
 from ragmon.monitor.core.retry import GaveUp, RetryPolicy, until_accepted
 
@@ -149,7 +150,7 @@ class KafkaSource(BackgroundSource):
         self._warm_until: dict[TopicPartition, int] = {}  # offsets below this are replayed, not processed
         self._consumed: dict[TopicPartition, int] = {}  # next offset after the last record run through the stages
         self.caught_up = threading.Event()  # clear while judging traces waits for the catalog
-        self._away_logged_at = -30.0  # when a poll failing with the brokers away was last logged
+        self._away_warnings = TokenBucket(1 / 30, 1)  # polls failing with the brokers away: one in 30 s
         if catalog is None:
             self.caught_up.set()
 
@@ -246,9 +247,7 @@ class KafkaSource(BackgroundSource):
         except KafkaError as error:
             if not is_retriable(error):
                 raise
-            now = time.monotonic()
-            if now - self._away_logged_at >= 30:
-                self._away_logged_at = now
+            if self._away_warnings.take():
                 log.warning("Kafka unavailable while polling (%s: %s); trying again", type(error).__name__, error)
             self._stop.wait(1.0)
             return {}

@@ -41,6 +41,7 @@ from sqlalchemy.exc import SQLAlchemyError
 from sqlmodel import Field, SQLModel
 
 from ragmon.monitor.core.pipeline import Observation
+from ragmon.monitor.core.rate_limit import TokenBucket
 from ragmon.monitor.core.signals.results import TraceSignals
 from ragmon.monitor.core.signals.scores import ScoreBaselines
 
@@ -204,7 +205,7 @@ class BaselineSharing:
         self._next_write = self._next_read = 0.0
         self._read_due = False  # this replica wrote since its last read
         self._next_prune = clock() + PRUNE_SECONDS * (0.5 + secrets.randbelow(1000) / 1000)  # replicas apart
-        self._warned_at = -3600.0
+        self._warnings = TokenBucket(1 / 60, 1, clock)  # one a minute
         self._reachable = True  # the last call to the database succeeded
         baselines.on_warming = self.share_warming
 
@@ -309,7 +310,5 @@ class BaselineSharing:
 
     def _warn(self, error: SQLAlchemyError) -> None:
         self._reachable = False
-        now = self._clock()
-        if now - self._warned_at >= 60:
-            self._warned_at = now
+        if self._warnings.take():
             log.warning("low-score baselines not shared: %s (kept, tried again)", type(error).__name__)
