@@ -200,7 +200,6 @@ class BaselineSharing:
         self._interval = interval
         self._clock = clock
         self._pending: dict[Pair, list[float]] = defaultdict(list)
-        self._held = 0  # scores pending, every pair
         self._warming = 0  # scores of warming pairs taken since the last share within a batch
         self._next_write = self._next_read = 0.0
         self._read_due = False  # this replica wrote since its last read
@@ -213,11 +212,7 @@ class BaselineSharing:
         """Take the newest window of every pair into the baselines (before any trace is judged).
         An unavailable database leaves them empty, with a warning."""
         try:
-            taken = 0
-            for pair, scores in self._share.newest():
-                for score in scores:
-                    self._baselines.observe(pair, score)
-                taken += len(scores)
+            taken = self._take(self._share.newest())
             if taken:
                 log.info("low-score baselines: %d scores taken from the database", taken)
         except SQLAlchemyError as error:
@@ -254,22 +249,26 @@ class BaselineSharing:
     def _hold(self, pair: Pair, score: float) -> None:
         pending = self._pending[pair]
         pending.append(score)
-        self._held += 1
         if len(pending) > 2 * self._window:  # the database away a long time: the newest window
-            self._held -= len(pending) - self._window
             del pending[:-self._window]
 
     def _write(self) -> None:
         if self._pending:
             self._share.write(self._pending)
             self._pending.clear()
-            self._held = 0
             self._read_due = True
 
     def _read(self) -> None:
-        for pair, scores in self._share.since():
+        self._take(self._share.since())
+
+    def _take(self, rows: Iterable[tuple[Pair, tuple[float, ...]]]) -> int:
+        """Scores read from the database into the baselines; returns how many."""
+        taken = 0
+        for pair, scores in rows:
             for score in scores:
                 self._baselines.observe(pair, score)
+            taken += len(scores)
+        return taken
 
     def prepare(self) -> None:
         """Before a batch (``Stages.prepare``): read the other replicas' new scores into the
@@ -288,7 +287,8 @@ class BaselineSharing:
 
     def flush(self, timeout: float) -> bool:
         now = self._clock()
-        if now < self._next_write and self._held < SYNC_SCORES:
+        held = sum(len(scores) for scores in self._pending.values())  # a list per pair: a few
+        if now < self._next_write and held < SYNC_SCORES:
             return True
         self._next_write = now + self._interval
         try:
