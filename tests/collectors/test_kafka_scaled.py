@@ -1,6 +1,7 @@
 """Scaled mode equals one process: three `ragmon serve` replicas in one consumer group on a shared
-PostgreSQL, one SIGKILLed after the first third of the stream and replaced 10 s later, against one
-`ragmon serve` over the same topics. Figures in docs/reliability.md."""
+PostgreSQL, one SIGKILLed after the first third of the stream and replaced 10 s later (the last third
+produced once the replacement holds its partitions), against one `ragmon serve` over the same
+topics. Figures in docs/reliability.md."""
 
 from __future__ import annotations
 
@@ -131,9 +132,12 @@ def test_three_replicas_with_one_killed_store_and_count_what_one_process_does(ka
         doomed.process.send_signal(signal.SIGKILL)
         doomed.process.wait(10)
         killed = time.monotonic()
-        rest = records[third:]
-        producing = threading.Thread(target=produce_paced, args=(kafka, traces_topic, rest, 25.0))
-        producing.start()  # the stream keeps flowing through the hand-over and the replacement's start
+        # the second third flows through the hand-over and the replacement's start; the last one
+        # once the replacement holds its partitions, so that it judges a share of the stream
+        # however long its start and join take on a loaded machine
+        middle, last = records[third:2 * third], records[2 * third:]
+        producing = threading.Thread(target=produce_paced, args=(kafka, traces_topic, middle, 25.0))
+        producing.start()
         # the survivors take the dead replica's partitions over before its replacement comes, 10 s later
         wait_for(lambda: sum(held(r) for r in replicas[1:]) == 6, 10, "the survivors to hold every partition")
         moved = time.monotonic() - killed
@@ -141,6 +145,8 @@ def test_three_replicas_with_one_killed_store_and_count_what_one_process_does(ka
         replacement = started("d", "three")
         live = [replicas[1], replicas[2], replacement]
         producing.join(120)
+        wait_for(lambda: held(replacement) == 2, 120, "the replacement to be given its partitions")
+        produce_paced(kafka, traces_topic, last, 10.0)
         ends = end_offsets(kafka, traces_topic)
         for run in runs.values():
             wait_for(lambda run=run: committed(kafka, run["group"], traces_topic) == ends, 240,
