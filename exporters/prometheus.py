@@ -241,12 +241,22 @@ class _ScrapeTimeCollector(Collector):
 
 def metric_sum(registry: CollectorRegistry, name: str, **match: str) -> float:
     """Sum of the samples called ``name`` whose labels include ``match`` (for views and tests)."""
-    total = 0.0
+    return metric_reader(registry)(name, **match)
+
+
+def metric_reader(registry: CollectorRegistry) -> Callable[..., float]:
+    """One collection of ``registry``, read as :func:`metric_sum` reads it: ``read(name, **match)``.
+    A view that shows many figures collects once, not once per figure."""
+    samples: dict[str, list[tuple[dict[str, str], float]]] = {}
     for family in registry.collect():
         for sample in family.samples:
-            if sample.name == name and all(sample.labels.get(k) == v for k, v in match.items()):
-                total += sample.value
-    return total
+            samples.setdefault(sample.name, []).append((sample.labels, sample.value))
+
+    def read(name: str, **match: str) -> float:
+        return sum((value for labels, value in samples.get(name, ())
+                    if all(labels.get(k) == v for k, v in match.items())), 0.0)
+
+    return read
 
 
 class SampleQueueCollector(Collector):

@@ -495,7 +495,7 @@ def demo(ctx: click.Context, traces: int, seconds: float, json_out: Path | None,
     import tempfile
 
     from ragmon.alerts.demo import DemoAlerts
-    from ragmon.exporters.prometheus import metric_sum
+    from ragmon.exporters.prometheus import metric_reader
     from ragmon.monitor.app.demo import Demo, default_incidents, print_report
     from ragmon.monitor.app.simulate import Simulator
 
@@ -514,7 +514,7 @@ def demo(ctx: click.Context, traces: int, seconds: float, json_out: Path | None,
         alerts.watch(runtime.catalog)
         try:
             report = Demo(simulator, runtime.pipeline.process,
-                          lambda name, **labels: metric_sum(runtime.registry, name, **labels),
+                          lambda: metric_reader(runtime.registry),
                           console, traces, seconds, alerts=alerts.lines).run()
             exported = _demo_export(runtime.engine, batch_dir)
         finally:

@@ -20,6 +20,7 @@ from ragmon.monitor.app.simulate import Incident, Simulator
 from ragmon.monitor.core.records import RawRecord
 
 MetricReader = Callable[..., float]  # (metric name, **labels) -> sum of matching samples
+Snapshot = Callable[[], MetricReader]  # collects the metrics once, for a reader of that moment
 AlertLines = Callable[[int], list[str]]  # (traces seen) -> one line per alert fired or resolved since
 
 BATCH = 250
@@ -58,11 +59,11 @@ class DemoReport:
 class Demo:
     """Feeds simulator traffic through ``process`` and reads the results back from the metrics."""
 
-    def __init__(self, simulator: Simulator, process, read: MetricReader, console: Console,
+    def __init__(self, simulator: Simulator, process, snapshot: Snapshot, console: Console,
                  traces: int, seconds: float, alerts: AlertLines | None = None) -> None:
         self.sim = simulator
         self.process = process
-        self.read = read
+        self.snapshot = snapshot
         self.console = console
         self.traces = traces
         self.seconds = seconds
@@ -118,10 +119,11 @@ class Demo:
 
     def _answers(self, incident: Incident) -> tuple[float, float]:
         labels = {"tenant": incident.tenant, "index": incident.index}
-        total = self.read("ragmon_answers_total", **labels)
-        return total, self.read("ragmon_answers_total", outcome="abstained", **labels)
+        read = self.snapshot()
+        return read("ragmon_answers_total", **labels), read("ragmon_answers_total", outcome="abstained", **labels)
 
     def _view(self, seen: int) -> Group:
+        read = self.snapshot()
         table = Table(title=f"ragmon demo — {seen}/{self.traces} questions, simulated "
                             f"{time.strftime('%a %H:%M', time.gmtime(self.sim.now))} UTC")
         for column in ("tenant", "index", "traces", "abstained", "low-score lists", "leaks (context)",
@@ -130,41 +132,42 @@ class Demo:
         for tenant in self.sim.tenants:
             for index in sorted({i for (t, i) in self.sim.documents if t == tenant}):
                 labels = {"tenant": tenant, "index": index}
-                total = self.read("ragmon_answers_total", **labels)
-                abstained = self.read("ragmon_answers_total", outcome="abstained", **labels)
-                leaks = self.read("ragmon_permission_violations_total", stage="context", **labels)
+                total = read("ragmon_answers_total", **labels)
+                abstained = read("ragmon_answers_total", outcome="abstained", **labels)
+                leaks = read("ragmon_permission_violations_total", stage="context", **labels)
                 table.add_row(
                     tenant, index, f"{total:.0f}", f"{100 * abstained / total:.1f}%" if total else "-",
-                    f"{self.read('ragmon_low_score_retrievals_total', **labels):.0f}",
+                    f"{read('ragmon_low_score_retrievals_total', **labels):.0f}",
                     f"[bold red]{leaks:.0f}[/]" if leaks else "0",
-                    f"{self.read('ragmon_stale_passages_served_total', stage='context', **labels):.0f}",
-                    f"{self.read('ragmon_mixed_embedding_results_total', **labels):.0f}",
-                    f"{self.read('ragmon_rephrases_total', **labels):.0f}",
+                    f"{read('ragmon_stale_passages_served_total', stage='context', **labels):.0f}",
+                    f"{read('ragmon_mixed_embedding_results_total', **labels):.0f}",
+                    f"{read('ragmon_rephrases_total', **labels):.0f}",
                 )
         health = Table(title="indexes")
         for column in ("index", "stale documents", "max staleness", "embedding models"):
             health.add_column(column, justify="left" if column == "index" else "right")
         for index in sorted({i for (_, i) in self.sim.documents}):
-            stale = self.read("ragmon_index_stale_documents", index=index)
-            hours = self.read("ragmon_index_max_staleness_seconds", index=index) / 3600
-            models = self.read("ragmon_index_embedding_models", index=index)
+            stale = read("ragmon_index_stale_documents", index=index)
+            hours = read("ragmon_index_max_staleness_seconds", index=index) / 3600
+            models = read("ragmon_index_embedding_models", index=index)
             health.add_row(index, f"{stale:.0f}", f"{hours:.1f} h",
                            f"[bold red]{models:.0f}[/]" if models > 1 else f"{models:.0f}")
         return Group(table, health, *self._log[-6:])
 
     def _finding(self, incident: Incident) -> Finding:
         labels = {"tenant": incident.tenant, "index": incident.index}
+        read = self.snapshot()
         injected = self.sim.injected
         if incident.kind == "leak":
             expected = injected[("leak_context", incident.tenant, incident.index)]
-            found = self.read("ragmon_permission_violations_total", stage="context", **labels)
+            found = read("ragmon_permission_violations_total", stage="context", **labels)
             return Finding(incident, expected > 0 and found == expected,
                            f"{found:.0f} context-stage violations counted, {expected} injected")
         if incident.kind == "stale_index":
             expected = injected[("stale_docs", incident.tenant, incident.index)]
-            stale = self.read("ragmon_index_stale_documents", index=incident.index)
-            hours = self.read("ragmon_index_max_staleness_seconds", index=incident.index) / 3600
-            served = self.read("ragmon_stale_passages_served_total", stage="context", **labels)
+            stale = read("ragmon_index_stale_documents", index=incident.index)
+            hours = read("ragmon_index_max_staleness_seconds", index=incident.index) / 3600
+            served = read("ragmon_stale_passages_served_total", stage="context", **labels)
             return Finding(incident, stale >= expected > 0 and served > 0,
                            f"{stale:.0f} stale documents ({expected} changed), oldest change {hours:.1f} h "
                            f"unindexed, {served:.0f} stale passages reached the model")
@@ -176,8 +179,8 @@ class Demo:
             during = (after_abstained - before_abstained) / during_total if during_total else 0.0
             return Finding(incident, during > 2 * baseline and during > 0.3,
                            f"abstention rate {100 * during:.0f}% during the spike, {100 * baseline:.0f}% before")
-        models = self.read("ragmon_index_embedding_models", index=incident.index)
-        mixed = self.read("ragmon_mixed_embedding_results_total", **labels)
+        models = read("ragmon_index_embedding_models", index=incident.index)
+        mixed = read("ragmon_mixed_embedding_results_total", **labels)
         return Finding(incident, models > 1 and mixed > 0,
                        f"index holds {models:.0f} embedding models; {mixed:.0f} answers mixed them in one context")
 
