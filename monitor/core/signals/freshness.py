@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from enum import Enum
 
 from ragmon.monitor.core.catalog import Catalog
@@ -38,19 +39,28 @@ def staleness(passage: Passage, catalog: Catalog, index: str | None = None) -> S
     version its index last reported embedding: that is what the index served."""
     doc_id = catalog.document_of(passage)
     if doc_id is not None:
-        version = passage.doc_version
-        if version is None and index is not None:
-            version = catalog.indexed_version(index, doc_id)
-        outdated = catalog.is_outdated(doc_id, version, index) if version is not None else None
-        if outdated is not None:
-            if not outdated:
-                return Freshness.CURRENT, version
-            document = catalog.document(doc_id)
-            return (Freshness.DELETED if document is not None and document.deleted else Freshness.OUTDATED), version
-    if passage.source_modified_at is not None and passage.indexed_at is not None \
-            and passage.source_modified_at > passage.indexed_at:
-        return _SOURCE_CHANGED
-    return _NO_EVIDENCE
+        decided = _catalog_staleness(doc_id, passage.doc_version, catalog, index)
+        if decided is not None:
+            return decided
+    return _SOURCE_CHANGED if _source_changed(passage) else _NO_EVIDENCE
+
+
+def _catalog_staleness(doc_id: str, version: str | None, catalog: Catalog, index: str | None) -> Staleness | None:
+    """What the catalog says of ``version`` of ``doc_id`` served from ``index``; None: nothing."""
+    if version is None and index is not None:
+        version = catalog.indexed_version(index, doc_id)
+    outdated = catalog.is_outdated(doc_id, version, index) if version is not None else None
+    if outdated is None:
+        return None
+    if not outdated:
+        return Freshness.CURRENT, version
+    document = catalog.document(doc_id)
+    return (Freshness.DELETED if document is not None and document.deleted else Freshness.OUTDATED), version
+
+
+def _source_changed(passage: Passage) -> bool:
+    return passage.source_modified_at is not None and passage.indexed_at is not None \
+        and passage.source_modified_at > passage.indexed_at
 
 
 def is_stale(passage: Passage, catalog: Catalog, index: str | None = None) -> bool:
@@ -58,7 +68,28 @@ def is_stale(passage: Passage, catalog: Catalog, index: str | None = None) -> bo
     return staleness(passage, catalog, index)[0].stale
 
 
+def stale_judge(trace: TraceEvent, catalog: Catalog) -> Callable[[Passage], bool]:
+    """:func:`is_stale` for the passages of ``trace``. The chunks and copies of one document
+    version share the catalog's verdict, computed once."""
+    index = trace.index.name
+    by_version: dict[tuple[str, str | None], Staleness | None] = {}
+
+    def judge(passage: Passage) -> bool:
+        doc_id = catalog.document_of(passage)
+        if doc_id is not None:
+            key = (doc_id, passage.doc_version)
+            if key in by_version:
+                decided = by_version[key]
+            else:
+                decided = by_version[key] = _catalog_staleness(doc_id, passage.doc_version, catalog, index)
+            if decided is not None:
+                return decided[0].stale
+        return _source_changed(passage)
+
+    return judge
+
+
 def stale_passages(trace: TraceEvent, catalog: Catalog) -> StaleFindings:
     """Distinct stale passage ids at stage ``candidates`` and ``context``."""
-    flagged = flag_passages(trace, lambda passage: is_stale(passage, catalog, trace.index.name), catalog.document_of)
+    flagged = flag_passages(trace, stale_judge(trace, catalog), catalog.document_of)
     return StaleFindings(flagged.candidates, flagged.context, flagged.doc_ids)

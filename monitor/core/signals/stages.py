@@ -36,15 +36,19 @@ def flag_passages(trace: TraceEvent, judge: Callable[[Passage], bool | None],
         lists.append(context)
     result = Flagged()
     verdicts = result.verdicts
+    flagged = False
     for passages in lists:
         for passage in passages:
             verdict = judge(passage)
             if verdict:
-                verdicts[passage.id] = True
-            elif verdict is False and not verdicts.get(passage.id):
-                verdicts[passage.id] = False
-            else:
-                verdicts.setdefault(passage.id, None)
+                verdicts[passage.id] = flagged = True
+            elif verdict is False:
+                if not verdicts.get(passage.id):
+                    verdicts[passage.id] = False
+            elif passage.id not in verdicts:
+                verdicts[passage.id] = None
+    if not flagged:  # almost every trace: no counts, no documents to name
+        return result
     candidates = {p.id for r in trace.retrievals for p in r.passages if verdicts[p.id]}
     result.candidates = len(candidates)
     result.context = len({p.id for p in context if verdicts[p.id]})
@@ -57,6 +61,7 @@ def flag_passages(trace: TraceEvent, judge: Callable[[Passage], bool | None],
 def _add_documents(out: list[str], passages, verdicts: dict[str, bool | None],
                    document_of: Callable[[Passage], str | None]) -> None:
     for passage in passages:
-        doc_id = document_of(passage)
-        if verdicts[passage.id] and doc_id and doc_id not in out and len(out) < MAX_IDS:
-            out.append(doc_id)
+        if verdicts[passage.id] and len(out) < MAX_IDS:  # the flagged ones only: few, if any
+            doc_id = document_of(passage)
+            if doc_id and doc_id not in out:
+                out.append(doc_id)
