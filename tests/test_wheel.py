@@ -111,7 +111,12 @@ print(json.dumps({"version": ragmon.__version__, "sent": transport.sent, "otlp":
 @pytest.mark.integration  # installs the server's dependencies from the package index
 def test_the_server_install_runs_the_demo(wheel: Path, tmp_path: Path):
     bin_dir = venv(tmp_path / "server")
-    run(bin_dir / "pip", "install", "-q", f"{wheel}[server]", cwd=tmp_path)
+    # with uv when the test environment has it (``make test`` does): the same resolution of the
+    # wheel's metadata as pip's, in a fraction of pip's CPU; the base install above stays with pip
+    uv = Path(sys.executable).with_name("uv")
+    installer = [uv, "pip", "install", "-q", "--native-tls", "--python", bin_dir / "python"] if uv.exists() \
+        else [bin_dir / "pip", "install", "-q"]
+    run(*installer, f"{wheel}[server]", cwd=tmp_path)
     assert not {path.name for path in site_packages(bin_dir).iterdir()} & set(FOLDERS)
     for folder in FOLDERS:
         found = run(bin_dir / "python", "-c", f"import importlib.util as u; print(u.find_spec({folder!r}))",

@@ -3,6 +3,7 @@ but InvalidInput."""
 
 from __future__ import annotations
 
+import functools
 import json
 from datetime import datetime
 
@@ -217,49 +218,66 @@ def test_any_json_value_in_any_field_is_accepted_or_rejected_cleanly(field, valu
         assert isinstance(result.time, float)
 
 
+@functools.cache
 def _sized(n_max: int):
     return st.integers(min_value=0, max_value=n_max)
+
+
+def _text(n: int) -> str:
+    return "x" * n
+
+
+def _sized_text(n_max: int):
+    return _sized(n_max).map(_text)
+
+
+def _maybe(strategy):
+    return st.none() | strategy
+
+
+# Built once, not in each draw: hypothesis validates a strategy when it is first drawn from, which
+# cost more than the draws themselves when the composite made them anew for every example.
+_WHEN = st.sampled_from([NOW - 10, NOW + 10, NOW + 10_000, 0, "2026-11-29T10:00:00Z"])
+_PASSAGE = st.fixed_dictionaries({"id": _sized_text(6)}, optional={
+    "doc_id": _sized_text(6), "doc_version": _sized_text(6), "embedding_model": _sized_text(6),
+    "text": _sized_text(12), "acl": st.lists(_sized_text(6), max_size=4),
+    "span": st.sampled_from([[0, 5], [5, 0], [3, 3]]), "indexed_at": _WHEN, "source_modified_at": _WHEN,
+})
+_OPTIONAL = {
+    "conversation_id": _maybe(_sized_text(6)),
+    "caller": _maybe(st.fixed_dictionaries({"groups": st.lists(_sized_text(6), max_size=4)},
+                                           optional={"id": _sized_text(6)})),
+    "context": _maybe(st.lists(_PASSAGE, max_size=4)),
+    "answer": _maybe(st.fixed_dictionaries({"text": _sized_text(12),
+                                            "citations": st.lists(_sized_text(6), max_size=4)})),
+    "latency_ms": _maybe(st.fixed_dictionaries({}, optional={
+        stage: st.sampled_from([-1, 0, 5, 9e7]) for stage in ("retrieve", "rerank", "generate", "total")})),
+    "usage": _maybe(st.fixed_dictionaries({}, optional={
+        "input_tokens": st.sampled_from([-1, 0, 7, 2 * 10**7]),
+        "output_tokens": st.sampled_from([-1, 0, 7, 2 * 10**7]),
+        "cost_usd": st.sampled_from([-0.5, 0.0, 0.2, 2e6])})),
+}
+_TIMES = st.sampled_from([NOW, NOW + 200, NOW + 1000, "2026-11-29T10:00:00+01:00"])
+_VERSION = _maybe(_sized_text(6))
+_PASSAGES = st.lists(_PASSAGE, max_size=4)
 
 
 @st.composite
 def near_limit_traces(draw):
     """Traces whose ids, texts, lists, times and numbers sit around small limits, in every field
     the limits apply to, to compare the fast path with the thorough checker."""
-    text = lambda n: "x" * n  # noqa: E731
-    sized_text = lambda n_max: _sized(n_max).map(text)  # noqa: E731
-    maybe = lambda strategy: st.none() | strategy  # noqa: E731
-    when = st.sampled_from([NOW - 10, NOW + 10, NOW + 10_000, 0, "2026-11-29T10:00:00Z"])
-    passage = st.fixed_dictionaries({"id": sized_text(6)}, optional={
-        "doc_id": sized_text(6), "doc_version": sized_text(6), "embedding_model": sized_text(6),
-        "text": sized_text(12), "acl": st.lists(sized_text(6), max_size=4),
-        "span": st.sampled_from([[0, 5], [5, 0], [3, 3]]), "indexed_at": when, "source_modified_at": when,
-    })
     event = {
-        "type": "trace", "trace_id": text(draw(_sized(6))), "tenant": text(draw(_sized(6))),
-        "time": draw(st.sampled_from([NOW, NOW + 200, NOW + 1000, "2026-11-29T10:00:00+01:00"])),
-        "query": text(draw(_sized(12))), "index": {"name": text(draw(_sized(6)))},
-        "retrievals": [{"retriever": text(draw(_sized(6))), "passages": draw(st.lists(passage, max_size=4))}
+        "type": "trace", "trace_id": _text(draw(_sized(6))), "tenant": _text(draw(_sized(6))),
+        "time": draw(_TIMES),
+        "query": _text(draw(_sized(12))), "index": {"name": _text(draw(_sized(6)))},
+        "retrievals": [{"retriever": _text(draw(_sized(6))), "passages": draw(_PASSAGES)}
                        for _ in range(draw(_sized(3)))],
     }
-    optional = {
-        "conversation_id": maybe(sized_text(6)),
-        "caller": maybe(st.fixed_dictionaries({"groups": st.lists(sized_text(6), max_size=4)},
-                                              optional={"id": sized_text(6)})),
-        "context": maybe(st.lists(passage, max_size=4)),
-        "answer": maybe(st.fixed_dictionaries({"text": sized_text(12),
-                                               "citations": st.lists(sized_text(6), max_size=4)})),
-        "latency_ms": maybe(st.fixed_dictionaries({}, optional={
-            stage: st.sampled_from([-1, 0, 5, 9e7]) for stage in ("retrieve", "rerank", "generate", "total")})),
-        "usage": maybe(st.fixed_dictionaries({}, optional={
-            "input_tokens": st.sampled_from([-1, 0, 7, 2 * 10**7]),
-            "output_tokens": st.sampled_from([-1, 0, 7, 2 * 10**7]),
-            "cost_usd": st.sampled_from([-0.5, 0.0, 0.2, 2e6])})),
-    }
-    for name, strategy in optional.items():
+    for name, strategy in _OPTIONAL.items():
         value = draw(strategy)
         if value is not None:
             event[name] = value
-    version = draw(maybe(sized_text(6)))
+    version = draw(_VERSION)
     if version is not None:
         event["index"]["version"] = version
     return event
