@@ -17,7 +17,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from sqlalchemy import JSON, Column, Engine, Index, delete, func, text, update
+from sqlalchemy import JSON, Column, Engine, Index, delete, func, insert, text, update
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.exc import SQLAlchemyError
 from sqlmodel import Field, Session, SQLModel, col, select
@@ -183,18 +183,22 @@ class SampleStore:
             admission.dropped += [DropReason.DISPLACED.value] * len(outcome.displaced)
             if outcome.admitted and trace_id not in rows:
                 totals[week] += 1
+        created = []
         for trace_id, strata in state.strata.items():
             row = rows.get(trace_id)
             if row is None:
                 sample = group[trace_id]
-                session.add(Sample(
-                    trace_id=trace_id, tenant=tenant, week=week, strata=sorted(strata), status="queued",
-                    split=sample.split, fingerprint=sample.fingerprint, trace_time=sample.trace_time,
-                    created_at=now, updated_at=now, payload=sample.redacted(), rank=sample.rank))
+                created.append({
+                    "trace_id": trace_id, "tenant": tenant, "week": week, "strata": sorted(strata),
+                    "status": "queued", "split": sample.split, "fingerprint": sample.fingerprint,
+                    "trace_time": sample.trace_time, "created_at": now, "updated_at": now,
+                    "payload": sample.redacted(), "rank": sample.rank})
                 admission.created.append(trace_id)
             elif set(row[0]) != strata:
                 session.execute(update(Sample).where(col(Sample.trace_id) == trace_id)
                                 .values(strata=sorted(strata), updated_at=now))
+        if created:  # one bulk insert: no ORM object and unit of work per sample
+            session.execute(insert(Sample), created)
         gone = sorted(rows.keys() - state.strata.keys())
         if gone:
             session.execute(delete(Sample).where(col(Sample.trace_id).in_(gone)))
