@@ -45,27 +45,45 @@ def browser(tmp_path):
         session.quit()
 
 
+def _replaced(error: Exception) -> bool:
+    """Whether ``error`` says the element went with the page a refresh replaced. Chromedriver says
+    it in one of three ways: no such element, a stale element, or, when the refresh lands between
+    finding the element and reading it, an inspector error on a node no longer in the document."""
+    from selenium.common.exceptions import (
+        NoSuchElementException,
+        StaleElementReferenceException,
+        WebDriverException,
+    )
+
+    return isinstance(error, NoSuchElementException | StaleElementReferenceException) or (
+        isinstance(error, WebDriverException) and "does not belong to the document" in (error.msg or ""))
+
+
 def _text(browser) -> str:
     """The page's text; empty while a refresh replaces the page."""
-    from selenium.common.exceptions import NoSuchElementException, StaleElementReferenceException
+    from selenium.common.exceptions import WebDriverException
     from selenium.webdriver.common.by import By
 
     try:
         return browser.find_element(By.TAG_NAME, "body").text
-    except (NoSuchElementException, StaleElementReferenceException):
+    except WebDriverException as error:
+        if not _replaced(error):
+            raise
         return ""
 
 
 def _click(browser, link_text: str) -> None:
     """Click a link of the status page; again if a refresh replaced the page meanwhile."""
-    from selenium.common.exceptions import NoSuchElementException, StaleElementReferenceException
+    from selenium.common.exceptions import WebDriverException
     from selenium.webdriver.common.by import By
 
     for _ in range(10):
         try:
             browser.find_element(By.LINK_TEXT, link_text).click()
             return
-        except (NoSuchElementException, StaleElementReferenceException):
+        except WebDriverException as error:
+            if not _replaced(error):
+                raise
             time.sleep(0.2)
     raise AssertionError(f"no link {link_text!r} on the page")
 
