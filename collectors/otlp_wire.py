@@ -63,13 +63,13 @@ def _any_value(value) -> Any:
 
 
 def _protobuf_attributes(pairs) -> dict[str, Any]:
-    """Protobuf KeyValues as a dict. Most values are strings: those are read without the call
-    :func:`_any_value` makes (a third of the cost, on spans with hundreds of attributes)."""
+    """Protobuf KeyValues as a dict. Most values are strings: a non-empty ``string_value`` is taken
+    as it is, without asking which kind the value holds (a value of another kind reads as "", as does
+    an empty string, and those go through :func:`_any_value`); a quarter of the cost, per attribute."""
     out: dict[str, Any] = {}
     for pair in pairs:
         value = pair.value
-        kind = value.WhichOneof("value")
-        out[pair.key] = value.string_value if kind == "string_value" else _any_value(value)
+        out[pair.key] = value.string_value or _any_value(value)
     return out
 
 

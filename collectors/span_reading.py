@@ -217,8 +217,12 @@ def _openinference_documents(attributes: Mapping[str, Any], prefix: str,
             if document is None:
                 document = found[number] = {}
             document[name] = value
-    return [_document(d.get("id"), d.get("score"), d.get("content"), d.get("metadata"), f"{head}{n}.document",
-                      problems) for n, d in sorted(found.items(), key=lambda item: int(item[0]))]
+    documents = []
+    for n in sorted(found, key=int):
+        d = found[n]
+        documents.append(_document(d.get("id"), d.get("score"), d.get("content"), d.get("metadata"),
+                                   f"{head}{n}.document", problems))
+    return documents
 
 
 def _genai_documents(attributes: Mapping[str, Any], problems: list[tuple[str, str]]) -> list[RawDocument]:
