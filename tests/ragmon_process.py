@@ -34,6 +34,12 @@ def rss_mb(pid: int | str = "self") -> float:
     raise RuntimeError(f"no VmRSS for process {pid}")
 
 
+# A liveness guard, not a speed target: alone, `ragmon serve` is ready in 2 to 5 s; with the suite's
+# workers filling both cores, several replicas starting at once, and the host taking CPU time away
+# (steal), a start has needed over 30 s with nothing logged yet (imports).
+START_TIMEOUT = 120.0
+
+
 class RagmonServer:
     """Starts `ragmon serve` (or another serving command, e.g. `scheduler`) on a free port with its
     store and dead-letter file in ``scratch``; ``env`` adds RAGMON_ settings. Outer RAGMON_
@@ -55,7 +61,8 @@ class RagmonServer:
                     "RAGMON_DEAD_LETTER__PATH": str(scratch / "dead.jsonl"), **env}
         self.process: subprocess.Popen | None = None
 
-    def start(self, timeout: float = 30) -> RagmonServer:
+    def start(self, timeout: float = START_TIMEOUT) -> RagmonServer:
+        """Start the command and wait until ``/readyz`` answers 200 (or the process exits)."""
         with self.log_path.open("ab") as log:
             self.process = subprocess.Popen(
                 [sys.executable, "-m", "ragmon", self.command, "--port", str(self.port)],

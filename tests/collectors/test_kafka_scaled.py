@@ -107,7 +107,7 @@ def test_three_replicas_with_one_killed_store_and_count_what_one_process_does(ka
         (tmp_path / directory).mkdir()
     with ExitStack() as stack:
         def started(directory: str, run: str) -> RagmonServer:
-            server = RagmonServer(tmp_path / directory, **env[run]).start(timeout=60)
+            server = RagmonServer(tmp_path / directory, **env[run]).start()
             stack.callback(server.stop)
             return server
 
@@ -118,7 +118,7 @@ def test_three_replicas_with_one_killed_store_and_count_what_one_process_does(ka
         for replica in replicas:
             stack.callback(replica.stop)
         with ThreadPoolExecutor(3) as pool:
-            list(pool.map(lambda replica: replica.start(timeout=60), replicas))
+            list(pool.map(lambda replica: replica.start(), replicas))
         held = lambda server: scraped(server.url, "ragmon_kafka_assigned_partitions", topic=traces_topic)  # noqa: E731
         wait_for(lambda: [held(r) for r in replicas] == [2, 2, 2], 60, "two partitions per replica")
         first_ends = end_offsets(kafka, traces_topic)
