@@ -31,4 +31,7 @@ def test_a_missed_target_is_reported_not_failed(capsys):
     for target in (t for t in TARGETS if not t.met):
         figures[target.figure] = target.goal / 3
     assert check(figures) == 0
-    assert capsys.readouterr().out.count("missed, as reported") == sum(not t.met for t in TARGETS)
+    out = capsys.readouterr().out
+    assert out.count("missed, as reported") == sum(not t.met for t in TARGETS)
+    # how far each is from its goal: a third of an at-least goal is 3x short
+    assert out.count("(short by 3x)") == sum(not t.met and t.at_least for t in TARGETS) > 0
