@@ -7,7 +7,7 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 PHOENIX_VERSION ?= 20.26.1
 
-.PHONY: demo test test-quick bench soak lint services clean
+.PHONY: demo test test-quick bench soak lint services bytecode clean
 
 # ragmon and its dependencies go in with uv: the packages pip would install (the same resolution
 # of pyproject.toml), in seconds instead of about a minute; pip stays in the venv for the tests
@@ -16,7 +16,6 @@ PHOENIX_VERSION ?= 20.26.1
 # run: where PYTHONDONTWRITEBYTECODE is set, a process writes none itself and would compile every
 # module it imports, each time it starts (1.7 of the 2.7 s `ragmon --help` took on an idle machine)
 UV = $(BIN)/uv pip install -q --native-tls --compile-bytecode --python $(BIN)/python
-COMPILE = $(BIN)/python -m compileall -q ragmon monitor collectors exporters alerts tests bench
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip uv
@@ -29,12 +28,16 @@ $(VENV)/.dev: pyproject.toml | $(BIN)/python
 	$(UV) -e '.[dev]'
 	touch $@ $(VENV)/.runtime
 
-demo: $(VENV)/.runtime
-	$(COMPILE)
+demo: $(VENV)/.runtime bytecode
 	$(BIN)/ragmon demo
 
 services:
 	bash tests/services/install.sh
+
+# ragmon's own modules (and the tests' and benchmarks'), compiled where they are; compileall skips
+# what is up to date
+bytecode: $(VENV)/.runtime
+	$(BIN)/python -m compileall -q ragmon monitor collectors exporters alerts tests bench
 
 lint: $(VENV)/.dev
 	$(BIN)/ruff check .
@@ -43,12 +46,10 @@ lint: $(VENV)/.dev
 # worker for the tests that mostly wait on brokers, subprocesses and timeouts; the groups go out
 # in the order it sorts them, not xdist's largest-first
 PYTEST_XDIST = --dist loadgroup --no-loadscope-reorder
-test: $(VENV)/.dev services lint
-	$(COMPILE)
+test: $(VENV)/.dev services lint bytecode
 	$(BIN)/python -m pytest -n 3 $(PYTEST_XDIST)
 
-test-quick: $(VENV)/.dev
-	$(COMPILE)
+test-quick: $(VENV)/.dev bytecode
 	$(BIN)/python -m pytest -n 2 $(PYTEST_XDIST) -m "not integration and not slow" -q
 
 # The peer the OTLP benchmark compares with, in a virtual environment of its own
@@ -57,12 +58,10 @@ $(PHOENIX)/bin/phoenix:
 	$(PYTHON) -m venv $(PHOENIX)
 	$(PHOENIX)/bin/python -m pip install -q "arize-phoenix==$(PHOENIX_VERSION)"
 
-bench: $(VENV)/.dev services $(PHOENIX)/bin/phoenix
-	$(COMPILE)
+bench: $(VENV)/.dev services $(PHOENIX)/bin/phoenix bytecode
 	$(BIN)/python -m bench
 
-soak: $(VENV)/.dev services
-	$(COMPILE)
+soak: $(VENV)/.dev services bytecode
 	$(BIN)/python -m bench.kill_soak
 	$(BIN)/python -m bench.soak
 

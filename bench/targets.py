@@ -82,7 +82,7 @@ def check(figures: dict[str, float]) -> int:
         elif target.holds(value):
             verdict = "met" if target.met else "met - reported as missed: update docs/performance.md"
         else:
-            short = f"short by {target.short_by(value):.2g}x"
+            short = f"short by {_number(target.short_by(value))}x"
             verdict = f"SHORT - reported as met ({short})" if target.met else f"missed, as reported ({short})"
             failed += target.met
         shown = "" if value is None else f"{_number(value)}{target.unit}"
