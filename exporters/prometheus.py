@@ -6,8 +6,10 @@ from __future__ import annotations
 
 import threading
 import time
+from bisect import bisect_left
 from collections.abc import Callable, Iterable
 from importlib.metadata import PackageNotFoundError, version
+from typing import Any
 
 from prometheus_client import CollectorRegistry, GCCollector, PlatformCollector, ProcessCollector
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
@@ -46,10 +48,60 @@ class _Slot:
 
 
 MAX_EXEMPLAR_ID = 100  # OpenMetrics bounds an exemplar's label names and values to 128 characters
+Exemplar = dict[str, str] | None
+
+
+class _Tally:
+    """What one batch adds to the instruments, applied in one go when the batch ends.
+
+    prometheus_client takes a lock for every increment and checks an exemplar's labels each time
+    one is given: per trace, that cost more than the signals it counts (``python -m bench.replay``).
+    Here a counter's increments are summed, and only the exemplar that would be left standing is
+    given: a counter's latest (with its own amount), and a histogram's latest in each bucket, since
+    a scrape sees one exemplar per counter and per bucket. What a scrape reads after the batch is
+    what per-observation updates would have left."""
+
+    __slots__ = ("counts", "latest", "observed")
+
+    def __init__(self) -> None:
+        self.counts: dict[Any, float] = {}  # counter child -> the batch's increments
+        self.latest: dict[Any, tuple[float, dict[str, str]]] = {}  # counter child -> (amount, exemplar), the latest
+        self.observed: list[tuple[Any, tuple[float, ...], float, Exemplar]] = []  # (child, its bounds, value, exemplar)
+
+    def add(self, child: Any, amount: float, exemplar: Exemplar = None) -> None:
+        self.counts[child] = self.counts.get(child, 0) + amount
+        if exemplar is not None:
+            self.latest[child] = (amount, exemplar)
+
+    def observe(self, child: Any, bounds: tuple[float, ...], value: float, exemplar: Exemplar = None) -> None:
+        self.observed.append((child, bounds, value, exemplar))
+
+    def apply(self) -> None:
+        for child, amount in self.counts.items():
+            latest = self.latest.get(child)
+            if latest is None:
+                child.inc(amount)
+                continue
+            if amount > latest[0]:
+                child.inc(amount - latest[0])
+            child.inc(*latest)
+        kept: set[tuple[int, int]] = set()  # (child, bucket) whose latest exemplar was met
+        chosen = [False] * len(self.observed)
+        for i in range(len(self.observed) - 1, -1, -1):  # newest first
+            child, bounds, value, exemplar = self.observed[i]
+            if exemplar is not None:
+                bucket = (id(child), bisect_left(bounds, value))  # the first bucket whose bound is >= value
+                if bucket not in kept:
+                    kept.add(bucket)
+                    chosen[i] = True
+        for (child, _, value, exemplar), keep in zip(self.observed, chosen, strict=True):
+            child.observe(value, exemplar if keep else None)
 
 
 class PrometheusSink:
-    """Counts each observation's signals and sampling decisions into the instruments."""
+    """Counts each observation's signals and sampling decisions into the instruments, once per
+    batch: ``consume`` tallies, ``flush`` (which the pipeline calls when the batch is durable)
+    applies the tally (see :class:`_Tally`)."""
 
     name = "prometheus"
     durable = False  # counts only what is already stored, so a retried batch is not counted twice
@@ -59,22 +111,30 @@ class PrometheusSink:
         self._slots: dict[tuple[str, str], _Slot] = {}
         self._retrievers: dict[tuple[str, str, str], tuple] = {}
         self._lock = threading.Lock()
+        self._tally = _Tally()
+        self._tally_lock = threading.Lock()  # consume and flush may come from several threads
+        self._latency_bounds = _bounds("ragmon_stage_latency_seconds")
+        self._score_bounds = _bounds("ragmon_retrieval_top_score")
 
     def consume(self, observation: Observation) -> None:
+        with self._tally_lock:
+            self._consume(observation, self._tally)
+
+    def _consume(self, observation: Observation, tally: _Tally) -> None:
         if observation.sampling is not None:  # dropped before the quota; the quota's own: count_admission
             for reason in observation.sampling.dropped:
-                self._m.samples_dropped.labels(reason).inc()
+                tally.add(self._m.samples_dropped.labels(reason), 1)
         signals = observation.signals
         if isinstance(signals, TraceSignals):
             trace_id = getattr(observation.event, "trace_id", "")
             # an exemplar's labels hold at most 128 characters; a longer id is left out, not cut
-            self._trace(signals, {"trace_id": trace_id} if 0 < len(trace_id) <= MAX_EXEMPLAR_ID else None)
+            self._trace(signals, {"trace_id": trace_id} if 0 < len(trace_id) <= MAX_EXEMPLAR_ID else None, tally)
         elif isinstance(signals, FeedbackSignals):
             trace = signals.trace
             tenant, index = (self._m.tenant(trace.tenant), self._m.index(trace.index)) if trace else (UNKNOWN, UNKNOWN)
-            self._m.feedback.labels(tenant, index, signals.kind, signals.value or "none").inc()
+            tally.add(self._m.feedback.labels(tenant, index, signals.kind, signals.value or "none"), 1)
         elif isinstance(signals, IndexSignals) and signals.lag_seconds is not None:
-            self._m.index_lag.labels(self._m.index(signals.index)).observe(signals.lag_seconds)
+            self._m.index_lag.labels(self._m.index(signals.index)).observe(signals.lag_seconds)  # rare: at once
 
     def count_admission(self, admission: Admission) -> None:
         """Count what the weekly quota admitted and refused (or took back) once it is stored. The
@@ -85,7 +145,11 @@ class PrometheusSink:
             self._m.samples_dropped.labels(reason).inc()
 
     def flush(self, timeout: float) -> bool:
-        return True  # metrics live in memory; nothing to make durable
+        """Apply the batch's tally (metrics live in memory: nothing to make durable)."""
+        with self._tally_lock:
+            tally, self._tally = self._tally, _Tally()
+        tally.apply()
+        return True
 
     def shutdown(self) -> None:
         pass
@@ -107,56 +171,62 @@ class PrometheusSink:
                     key, (self._m.low_score.labels(*key), self._m.empty.labels(*key), self._m.top_score.labels(*key)))
         return children
 
-    def _trace(self, s: TraceSignals, exemplar: dict[str, str] | None) -> None:
-        """Counts the trace's signals. ``exemplar`` (its trace id) goes with the leak, stale-served
+    def _trace(self, s: TraceSignals, exemplar: Exemplar, tally: _Tally) -> None:
+        """Tallies the trace's signals. ``exemplar`` (its trace id) goes with the leak, stale-served
         and unsupported-citation counters and the latency histograms, shown by an OpenMetrics
         scrape, so that a panel links a spike to a trace (``GET /api/v1/traces/{id}``)."""
+        add = tally.add
         slot = self._slot(s.tenant, s.index)
-        slot.answers[s.outcome].inc()
+        add(slot.answers[s.outcome], 1)
         if not s.has_caller:
-            self._m.without_caller.labels(self._m.tenant(s.tenant)).inc()
+            add(self._m.without_caller.labels(self._m.tenant(s.tenant)), 1)
         if s.access.candidates:
-            slot.violations["candidates"].inc(s.access.candidates, exemplar)
+            add(slot.violations["candidates"], s.access.candidates, exemplar)
         if s.access.context:
-            slot.violations["context"].inc(s.access.context, exemplar)
+            add(slot.violations["context"], s.access.context, exemplar)
         if s.access.unknown_acl:
-            slot.unknown_acl.inc(s.access.unknown_acl)
+            add(slot.unknown_acl, s.access.unknown_acl)
         if s.stale.candidates:
-            slot.stale["candidates"].inc(s.stale.candidates, exemplar)
+            add(slot.stale["candidates"], s.stale.candidates, exemplar)
         if s.stale.context:
-            slot.stale["context"].inc(s.stale.context, exemplar)
+            add(slot.stale["context"], s.stale.context, exemplar)
         for finding in s.retrievals:
             low, empty, top = self._retriever(s.tenant, s.index, finding.retriever)
             if finding.low:
-                low.inc()
+                add(low, 1)
             if finding.empty:
-                empty.inc()
+                add(empty, 1)
                 if finding.keyword:
-                    slot.empty_keyword.inc()
+                    add(slot.empty_keyword, 1)
             if finding.top_score is not None:
-                top.observe(finding.top_score)
+                tally.observe(top, self._score_bounds, finding.top_score)
         if s.duplicate_passages:
-            slot.duplicates["passage"].inc(s.duplicate_passages)
+            add(slot.duplicates["passage"], s.duplicate_passages)
         if s.duplicate_doc_versions:
-            slot.duplicates["doc_version"].inc(s.duplicate_doc_versions)
+            add(slot.duplicates["doc_version"], s.duplicate_doc_versions)
         if s.mixed_embeddings:
-            slot.mixed.inc()
+            add(slot.mixed, 1)
         if s.unsupported_citations:
-            slot.unsupported.inc(s.unsupported_citations, exemplar)
+            add(slot.unsupported, s.unsupported_citations, exemplar)
         if s.rephrase_of is not None:
-            self._slot(s.rephrase_of.tenant, s.rephrase_of.index).rephrases.inc()
+            add(self._slot(s.rephrase_of.tenant, s.rephrase_of.index).rephrases, 1)
         if s.latency is not None:
             for stage in LATENCY_STAGES:
                 value = getattr(s.latency, stage)
                 if value is not None:
-                    slot.latency[stage].observe(value / 1000.0, exemplar)
+                    tally.observe(slot.latency[stage], self._latency_bounds, value / 1000.0, exemplar)
         if s.usage is not None:
             if s.usage.input_tokens:
-                slot.tokens["input"].inc(s.usage.input_tokens)
+                add(slot.tokens["input"], s.usage.input_tokens)
             if s.usage.output_tokens:
-                slot.tokens["output"].inc(s.usage.output_tokens)
+                add(slot.tokens["output"], s.usage.output_tokens)
             if s.usage.cost_usd:
-                slot.cost.inc(s.usage.cost_usd)
+                add(slot.cost, s.usage.cost_usd)
+
+
+def _bounds(name: str) -> tuple[float, ...]:
+    """The upper bounds of a histogram's buckets, ``+Inf`` last, as prometheus_client counts them."""
+    return (*BY_NAME[name].buckets, float("inf"))
 
 
 def register_scrape_time(metrics: Metrics, stats: PipelineStats, catalog: Catalog,

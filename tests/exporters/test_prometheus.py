@@ -3,14 +3,18 @@ promtool; nothing but closed-set names reaches a label."""
 
 from __future__ import annotations
 
+import re
 import shutil
 import subprocess
 
-from prometheus_client import CollectorRegistry, generate_latest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
+from prometheus_client.openmetrics.exposition import generate_latest as openmetrics_latest
 
 from ragmon.exporters.instruments import OTHER, LabelCap, Metrics
-from ragmon.exporters.metrics import METRICS
-from ragmon.exporters.prometheus import PrometheusSink, metric_sum, register_scrape_time
+from ragmon.exporters.metrics import LATENCY_BUCKETS, METRICS
+from ragmon.exporters.prometheus import PrometheusSink, _Tally, metric_sum, register_scrape_time
 from ragmon.monitor.config.settings import LabelsConfig
 from ragmon.monitor.core.catalog import Catalog
 from ragmon.monitor.core.model import IndexRef, Latency, TraceEvent, Usage
@@ -45,6 +49,7 @@ def test_a_hundred_thousand_distinct_names_stay_within_the_caps():
     for i in range(100_000):
         sink.consume(observation(signals(f"tenant-{i}", f"index-{i}", f"retriever-{i}")))
     sink.consume(observation(signals("acme", "i-last", "r-last")))  # squatters cannot take an allowlisted name's label
+    sink.flush(1.0)
     values: dict[str, set[str]] = {"tenant": set(), "index": set(), "retriever": set()}
     series = 0
     for family in registry.collect():
@@ -68,6 +73,7 @@ def test_the_exposition_passes_promtool_and_declares_every_spec_metric():
     register_scrape_time(metrics, PipelineStats(), Catalog(), clock=lambda: 0.0, sample_queue=lambda: {"queued": 3})
     sink = PrometheusSink(metrics)
     sink.consume(observation(signals("acme", "policies", "bm25")))
+    sink.flush(1.0)
     exposition = generate_latest(registry)
     assert b'ragmon_sample_queue{status="queued"} 3.0' in exposition
     assert b'ragmon_sample_queue{status="labeled"} 0.0' in exposition
@@ -88,9 +94,66 @@ def test_a_name_holding_personal_data_or_a_secret_is_exported_as_redacted():
                                   private=lambda name: detector.redact(name) != name))
     for tenant in ("acme", "bob.jones@example.com", "bob.jones@example.com", "ops@example.com"):
         sink.consume(observation(signals(tenant, "policies", "bm25")))
+    sink.flush(1.0)
     exposition = generate_latest(registry).decode()
     assert "bob.jones" not in exposition
     assert metric_sum(registry, "ragmon_answers_total", tenant="redacted") == 2
     assert metric_sum(registry, "ragmon_answers_total", tenant="acme") == 1
     assert metric_sum(registry, "ragmon_answers_total", tenant="ops@example.com") == 1  # allowlisted on purpose
     assert metric_sum(registry, "ragmon_redacted_label_values_total", label="tenant") == 1  # one name
+
+
+def test_a_batch_is_counted_when_it_is_flushed():
+    registry = CollectorRegistry()
+    sink = PrometheusSink(Metrics(registry, LabelsConfig()))
+    sink.consume(observation(signals("acme", "policies", "bm25")))
+    assert metric_sum(registry, "ragmon_answers_total") == 0  # consumed, not yet durable-and-flushed
+    sink.flush(1.0)
+    assert metric_sum(registry, "ragmon_answers_total") == 1
+    sink.flush(1.0)
+    assert metric_sum(registry, "ragmon_answers_total") == 1  # a tally is applied once
+
+
+_TIMESTAMP = re.compile(rb"(# \{[^}]*\} \S+) \S+$", re.MULTILINE)  # an exemplar's time: when it was set
+
+
+def _openmetrics(registry: CollectorRegistry) -> bytes:
+    """The exposition with exemplars, without what depends on when it was made."""
+    text = openmetrics_latest(registry)
+    text = b"\n".join(line for line in text.split(b"\n") if b"_created" not in line)
+    return _TIMESTAMP.sub(rb"\1", text)
+
+
+_operations = st.lists(st.tuples(
+    st.sampled_from(["add", "observe"]), st.integers(0, 2),
+    st.one_of(st.sampled_from(LATENCY_BUCKETS), st.floats(-1.0, 40.0, allow_nan=False)),
+    st.one_of(st.none(), st.sampled_from(["t1", "t2", "t3", "t4"]))), max_size=60)
+
+
+@settings(max_examples=200, deadline=None)
+@given(_operations)
+def test_a_tally_leaves_what_updates_one_by_one_would_leave(operations):
+    """Counters summed, histograms observed in order, and only the exemplars left standing given:
+    the OpenMetrics exposition (values, buckets, sums and exemplars) is the same as prometheus_client's
+    own per-observation updates give."""
+    exposed = []
+    for batched in (False, True):
+        registry = CollectorRegistry()
+        counter = Counter("c", "c", ["k"], registry=registry)
+        histogram = Histogram("h_seconds", "h", ["k"], buckets=LATENCY_BUCKETS, registry=registry)
+        tally = _Tally()
+        for kind, child, value, trace in operations:
+            exemplar = None if trace is None else {"trace_id": trace}
+            if kind == "add":
+                amount = max(1, round(abs(value))) if exemplar else abs(value)  # exemplars go with counts
+                if batched:
+                    tally.add(counter.labels(str(child)), amount, exemplar)
+                else:
+                    counter.labels(str(child)).inc(amount, exemplar)
+            elif batched:
+                tally.observe(histogram.labels(str(child)), (*LATENCY_BUCKETS, float("inf")), value, exemplar)
+            else:
+                histogram.labels(str(child)).observe(value, exemplar)
+        tally.apply()
+        exposed.append(_openmetrics(registry))
+    assert exposed[0] == exposed[1]
