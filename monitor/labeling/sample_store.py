@@ -11,13 +11,15 @@ first stored, so replays and retries change nothing.
 from __future__ import annotations
 
 import hashlib
+import json
 import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from sqlalchemy import JSON, Column, Engine, Index, delete, func, insert, text, update
+from sqlalchemy import JSON, Column, Engine, Index, String, delete, func, insert, text, type_coerce, update
+from sqlalchemy import select as core_select
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.exc import SQLAlchemyError
 from sqlmodel import Field, Session, SQLModel, col, select
@@ -161,16 +163,17 @@ class SampleStore:
                     cap: Callable[[str], int], total_cap: int | None, totals: dict[str, int],
                     admission: Admission) -> None:
         now = self._clock()
-        rows = {trace_id: (strata, status, rank) for trace_id, strata, status, rank in session.exec(
-            select(Sample.trace_id, Sample.strata, Sample.status, Sample.rank)
-            .where(Sample.tenant == tenant, Sample.week == week))}
+        rows = _week_rows(session, tenant, week)
         fingerprints = sorted({s.fingerprint for s in group.values()})
+        claim = SampleClaim.__table__.c  # type: ignore[attr-defined]
         state = WeekState(strata={t: set(strata) for t, (strata, _, _) in rows.items()},
                           ranks={t: rank for t, (_, _, rank) in rows.items()},
                           fixed={t for t, (_, status, _) in rows.items() if status != "queued"},
-                          claims={(c.stratum, c.fingerprint): Claim(c.trace_id, c.rank) for c in session.exec(
-                              select(SampleClaim).where(SampleClaim.tenant == tenant, SampleClaim.week == week,
-                                                        col(SampleClaim.fingerprint).in_(fingerprints)))})
+                          claims={(stratum, fingerprint): Claim(trace_id, rank)
+                                  for stratum, fingerprint, trace_id, rank in session.connection().execute(
+                                      core_select(claim.stratum, claim.fingerprint, claim.trace_id, claim.rank)
+                                      .where(claim.tenant == tenant, claim.week == week,
+                                             claim.fingerprint.in_(fingerprints)))})
         for trace_id, sample in group.items():
             if trace_id not in state.strata and total_cap is not None and totals[week] >= total_cap:
                 admission.dropped += [DropReason.WEEKLY_TOTAL_CAP.value] * len(sample.strata - {LEAK})
@@ -194,7 +197,7 @@ class SampleStore:
                     "trace_time": sample.trace_time, "created_at": now, "updated_at": now,
                     "payload": sample.redacted(), "rank": sample.rank})
                 admission.created.append(trace_id)
-            elif set(row[0]) != strata:
+            elif row[0] != strata:
                 session.execute(update(Sample).where(col(Sample.trace_id) == trace_id)
                                 .values(strata=sorted(strata), updated_at=now))
         if created:  # one bulk insert: no ORM object and unit of work per sample
@@ -322,6 +325,31 @@ class SampleStore:
         with Session(self._engine) as session:
             weeks = session.exec(select(Sample.week).distinct().order_by(col(Sample.week).desc()).limit(n)).all()
         return list(weeks)
+
+
+_STRATA_AS_STORED = type_coerce(Sample.__table__.c.strata, String)  # type: ignore[attr-defined]
+
+
+def _week_rows(session: Session, tenant: str, week: str) -> dict[str, tuple[frozenset[str], str, float]]:
+    """The tenant-week's samples, ``trace id -> (strata, status, rank)``, read without the ORM.
+
+    Every batch reads its tenant-weeks whole, since the quota is decided against them (and another
+    replica may have changed them), so a week of thousands of samples is read again and again:
+    through the ORM, with its JSON decoded row by row, that was most of the time a batch spent
+    storing samples. The strata of a week take a handful of distinct values, each decoded once."""
+    table = Sample.__table__.c  # type: ignore[attr-defined]
+    decoded: dict[Any, frozenset[str]] = {}
+    rows: dict[str, tuple[frozenset[str], str, float]] = {}
+    for trace_id, stored, status, rank in session.connection().execute(
+            core_select(table.trace_id, _STRATA_AS_STORED, table.status, table.rank)
+            .where(table.tenant == tenant, table.week == week)).all():  # fetched at once, not row by row
+        # SQLite hands the JSON text over; PostgreSQL's drivers decode json columns themselves
+        key = stored if isinstance(stored, str) else tuple(stored)
+        strata = decoded.get(key)
+        if strata is None:
+            strata = decoded[key] = frozenset(json.loads(stored) if isinstance(stored, str) else stored)
+        rows[trace_id] = (strata, status, rank)
+    return rows
 
 
 def _where(query: Any, week: str | None, tenant: str | None, status: str | None) -> Any:
