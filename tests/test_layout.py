@@ -15,9 +15,11 @@ FOLDERS = {"ragmon": ROOT / "ragmon", "ragmon.monitor": ROOT / "monitor", "ragmo
 CONFIG_BASE = ("ragmon.monitor.config.section", "ragmon.monitor.config.pipeline")
 ALLOWED: dict[str, tuple[str, ...]] = {
     "ragmon.monitor.core": ("ragmon.monitor.core", *CONFIG_BASE),
-    "ragmon.monitor.labeling": ("ragmon.monitor.labeling", "ragmon.monitor.core", *CONFIG_BASE),
+    "ragmon.monitor.labeling": ("ragmon.monitor.labeling", "ragmon.monitor.core", "ragmon.monitor.storage.upsert",
+                                *CONFIG_BASE),
     "ragmon.monitor.storage": ("ragmon.monitor.storage", "ragmon.monitor.core"),
-    "ragmon.monitor.findings": ("ragmon.monitor.findings", "ragmon.monitor.core", "ragmon.monitor.labeling.redact"),
+    "ragmon.monitor.findings": ("ragmon.monitor.findings", "ragmon.monitor.core", "ragmon.monitor.labeling.redact",
+                                "ragmon.monitor.storage.upsert"),
     "ragmon.monitor.config": ("ragmon.monitor.config", "ragmon.monitor.labeling.redact",
                               "ragmon.monitor.labeling.sampling"),
     "ragmon.collectors": ("ragmon.collectors", "ragmon.monitor.core", "ragmon.monitor.config"),

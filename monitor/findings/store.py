@@ -13,11 +13,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from sqlalchemy import JSON, Column, Engine, Table, Text, delete
-from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.exc import SQLAlchemyError
 from sqlmodel import Field, Session, SQLModel, col, select
 
 from ragmon.monitor.core.errors import Retryable
+from ragmon.monitor.storage.upsert import conflict_insert
 
 
 class FindingRow(SQLModel, table=True):
@@ -65,10 +65,8 @@ class FindingsStore:
             return
         try:
             with self._engine.begin() as connection:
-                dialect = postgresql if connection.dialect.name == "postgresql" else sqlite
-                # executemany of one statement: compiled once and cached, where a multi-row VALUES
-                # of each batch's length would be compiled again every time
-                connection.execute(dialect.insert(_TABLE).on_conflict_do_nothing(index_elements=["key"]), list(rows))
+                connection.execute(conflict_insert(connection, _TABLE).on_conflict_do_nothing(index_elements=["key"]),
+                                   list(rows))
         except SQLAlchemyError as error:
             raise Retryable(f"findings store: {type(error).__name__}") from error
 

@@ -20,13 +20,13 @@ from typing import Any, Literal
 
 from sqlalchemy import JSON, Column, Engine, Index, String, delete, func, insert, text, type_coerce, update
 from sqlalchemy import select as core_select
-from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.exc import SQLAlchemyError
 from sqlmodel import Field, Session, SQLModel, col, select
 
 from ragmon.monitor.core.errors import Retryable
 from ragmon.monitor.labeling.quota import LEAK, Claim, WeekState
 from ragmon.monitor.labeling.sampling import DropReason
+from ragmon.monitor.storage.upsert import conflict_insert
 
 Status = Literal["queued", "exported", "labeled", "discarded"]
 STATUSES: tuple[str, ...] = ("queued", "exported", "labeled", "discarded")
@@ -370,8 +370,7 @@ def _store_claims(session: Session, claims: list[dict[str, Any]]) -> None:
     if not claims:
         return
     connection = session.connection()
-    statement = (postgresql if connection.dialect.name == "postgresql" else sqlite).insert(
-        SampleClaim.__table__)  # type: ignore[attr-defined]
+    statement = conflict_insert(connection, SampleClaim.__table__)  # type: ignore[attr-defined]
     connection.execute(statement.on_conflict_do_update(
         index_elements=list(_CLAIM_KEY),
         set_={name: statement.excluded[name] for name in ("trace_id", "rank", "updated_at")}), claims)

@@ -17,7 +17,6 @@ from collections.abc import Sequence
 from typing import Any
 
 from sqlalchemy import JSON, Column, Engine, Table, Text, and_, cast, or_
-from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.exc import SQLAlchemyError
 from sqlmodel import Field, Session, SQLModel, select
 
@@ -25,6 +24,7 @@ from ragmon.monitor.core.catalog import Catalog, DocumentState, IndexedState
 from ragmon.monitor.core.errors import Retryable
 from ragmon.monitor.core.model import DocumentEvent, IndexEvent
 from ragmon.monitor.core.pipeline import Observation
+from ragmon.monitor.storage.upsert import conflict_insert
 
 
 class CatalogDocument(SQLModel, table=True):
@@ -159,11 +159,9 @@ def _upsert(connection: Any, table: Table, rows: Sequence[dict[str, Any]], keys:
     """Insert ``rows`` (already in key order), or update the existing row where ``is_newer``."""
     if not rows:
         return  # an empty executemany would run the statement once, with no values
-    dialect = postgresql if connection.dialect.name == "postgresql" else sqlite
-    statement = dialect.insert(table)
+    statement = conflict_insert(connection, table)
     new = statement.excluded
     statement = statement.on_conflict_do_update(
         index_elements=list(keys), set_={c.name: new[c.name] for c in table.columns if c.name not in keys},
         where=is_newer(table.c, new))
-    # executemany of one statement, compiled once and cached (the driver sends the rows in order)
-    connection.execute(statement, list(rows))
+    connection.execute(statement, list(rows))  # the driver sends the rows in order
