@@ -22,7 +22,10 @@ from tests.ragmon_process import RagmonServer
 
 @pytest.mark.slow
 def test_sigterm_finishes_the_request_in_flight(tmp_path):
-    server = RagmonServer(tmp_path, RAGMON_HTTP__MAX_BODY_BYTES=str(256 * 1024 * 1024)).start()
+    # One ingest slot, reported busy (/readyz 503) a tenth of a second after the request takes it:
+    # the test sees the request being processed without depending on how fast the pipeline is.
+    server = RagmonServer(tmp_path, RAGMON_HTTP__MAX_BODY_BYTES=str(256 * 1024 * 1024),
+                          RAGMON_HTTP__MAX_PENDING_REQUESTS="1", RAGMON_HTTP__SATURATION_SECONDS="0.1").start()
     try:
         simulator = Simulator(seed=3, start=time.time() - 3 * 86400)
         traffic = [e for e in simulator.traffic(8000) if e["type"] == "trace"]
@@ -34,14 +37,11 @@ def test_sigterm_finishes_the_request_in_flight(tmp_path):
             httpx.post(f"{server.url}/v1/events", content=body, timeout=120,
                        headers={"content-type": "application/x-ndjson"})))
         poster.start()
-        while True:  # wait until the pipeline is inside the request's batch
-            text = httpx.get(f"{server.url}/metrics").text
-            counted = sum(float(line.rsplit(" ", 1)[1]) for line in text.splitlines()
-                          if line.startswith("ragmon_answers_total{"))
-            if counted > 0:
+        while True:  # wait until the request holds the slot and its answers are not counted yet
+            assert poster.is_alive() and not answers, "the request finished before SIGTERM could interrupt it"
+            if httpx.get(f"{server.url}/readyz").status_code == 503 and answers_counted(server.url) == 0:
                 break
             time.sleep(0.02)
-        assert counted < len(traffic), "the request finished before SIGTERM could interrupt it"
         # uvicorn re-raises the signal once shut down, so a supervisor sees why the process ended
         assert server.stop(timeout=60) == -signal.SIGTERM
         poster.join(120)
@@ -51,6 +51,12 @@ def test_sigterm_finishes_the_request_in_flight(tmp_path):
     assert answers[0].json()["accepted"] == len(traffic) + len(documents)
     with sqlite3.connect(tmp_path / "ragmon.db") as db:
         assert db.execute("select count(*) from catalog_document").fetchone()[0] == len(documents)
+
+
+def answers_counted(url: str) -> float:
+    """The questions ``ragmon_answers_total`` has counted, over all its series."""
+    text = httpx.get(f"{url}/metrics").text
+    return sum(float(line.rsplit(" ", 1)[1]) for line in text.splitlines() if line.startswith("ragmon_answers_total{"))
 
 
 @pytest.mark.slow
