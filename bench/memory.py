@@ -22,7 +22,7 @@ BATCH = 500
 
 def run(traces: int = TRACES) -> dict[str, float]:
     from ragmon.monitor.app.simulate import Simulator
-    from ragmon.monitor.app.wiring import build_runtime
+    from ragmon.monitor.app.wiring import build_runtime, settle_start_up_objects
     from ragmon.monitor.config.settings import load_settings
     from ragmon.monitor.core.records import RawRecord
     from tests.ragmon_process import rss_mb
@@ -36,6 +36,7 @@ def run(traces: int = TRACES) -> dict[str, float]:
         runtime = build_runtime(settings, clock=lambda: simulator.now, registry=CollectorRegistry())
         encode = msgspec.json.Encoder().encode
         runtime.pipeline.process([RawRecord("file", encode(e)) for e in simulator.catalog()])
+        settle_start_up_objects()  # as `ragmon serve` does once it is built
         seen, batch, started = 0, [], time.perf_counter()
         # the simulator's traffic in slices, so the generator's own memory does not grow with the run
         while seen < traces:
