@@ -11,6 +11,7 @@ is read as 127.0.0.1 (servers here listen on loopback only)."""
 from __future__ import annotations
 
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -30,6 +31,19 @@ from tests.services.harness import free_port
 pytestmark = pytest.mark.integration
 
 RELEASES = ["ragmon", "ragmon-prod", "rag"]
+
+
+# kafka-python 3.0.12 may log one traceback of its own while a consumer closes: its socket reader
+# runs once more after the socket is gone. Not ragmon's code and nothing is lost; every other
+# traceback in a pod's log fails the test.
+KAFKA_CLOSE_RACE = re.compile(
+    r"^\S+ \S+ ERROR kafka\.net\.transport: .*: Error receiving network data closing socket\n"
+    r"Traceback \(most recent call last\):\n(?:  .*\n)+AttributeError: 'NoneType' object has no attribute 'recv'\n",
+    re.MULTILINE)
+
+
+def without_kafka_close_race(log: str) -> str:
+    return KAFKA_CLOSE_RACE.sub("", log)
 
 
 def render(release: str, *args: str) -> list[dict]:
@@ -159,4 +173,5 @@ def test_every_rendered_container_starts_with_the_environment_a_kubelet_gives_it
     scheduler.start().wait_for(lambda: scheduler.ready(port), "readiness")
     assert scheduler.stop() == -signal.SIGTERM and "Application shutdown complete" in scheduler.log()
     for pod in pods.values():
-        assert "unknown key" not in pod.log() and "Traceback" not in pod.log(), pod.log()
+        log = without_kafka_close_race(pod.log())
+        assert "unknown key" not in log and "Traceback" not in log, pod.log()
