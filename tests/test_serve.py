@@ -17,7 +17,7 @@ from click.testing import CliRunner
 
 from ragmon.monitor.app.cli import main
 from ragmon.monitor.app.simulate import Simulator
-from tests.ragmon_process import RagmonServer
+from tests.ragmon_process import RagmonServer, scraped
 
 
 @pytest.mark.slow
@@ -39,7 +39,8 @@ def test_sigterm_finishes_the_request_in_flight(tmp_path):
         poster.start()
         while True:  # wait until the request holds the slot and its answers are not counted yet
             assert poster.is_alive() and not answers, "the request finished before SIGTERM could interrupt it"
-            if httpx.get(f"{server.url}/readyz").status_code == 503 and answers_counted(server.url) == 0:
+            busy = httpx.get(f"{server.url}/readyz").status_code == 503
+            if busy and scraped(server.url, "ragmon_answers_total") == 0:
                 break
             time.sleep(0.02)
         # uvicorn re-raises the signal once shut down, so a supervisor sees why the process ended
@@ -51,12 +52,6 @@ def test_sigterm_finishes_the_request_in_flight(tmp_path):
     assert answers[0].json()["accepted"] == len(traffic) + len(documents)
     with sqlite3.connect(tmp_path / "ragmon.db") as db:
         assert db.execute("select count(*) from catalog_document").fetchone()[0] == len(documents)
-
-
-def answers_counted(url: str) -> float:
-    """The questions ``ragmon_answers_total`` has counted, over all its series."""
-    text = httpx.get(f"{url}/metrics").text
-    return sum(float(line.rsplit(" ", 1)[1]) for line in text.splitlines() if line.startswith("ragmon_answers_total{"))
 
 
 @pytest.mark.slow
