@@ -35,6 +35,9 @@ Detector = Literal["secret", "email", "phone", "card", "iban", "ip", "national_i
 MIN_KEY_LENGTH = 16
 PSEUDONYM_PREFIX = "caller:"
 PSEUDONYM_HEX_CHARS = 24  # 96 bits: no collisions among realistic caller populations
+SHOWN_SEPARATOR = "~"  # in a shown id: the redacted text, this, and the keyed hash (see Redactor.shown_id)
+SHOWN_HEX_CHARS = 16  # 64 bits: two private ids of one deployment do not share a shown id
+SHOWN_TEXT_CHARS = 64  # of a private id's redacted text, shown before its keyed hash
 _MAX_PASSES = 4  # redact() repeats until nothing changes (see Redactor.redact)
 _SHORT, _SHORT_CACHE_ENTRIES = 80, 16384  # at most about 3 MB of remembered strings
 
@@ -163,6 +166,28 @@ class Redactor:
             raise ValueError(_NO_KEY)
         digest = hmac.new(self._key, b"conversation\x00" + conversation_id.encode(), hashlib.sha256).hexdigest()
         return "conversation:" + digest[:PSEUDONYM_HEX_CHARS]
+
+    def shown_id(self, value: str) -> str:
+        """How every surface shows an id a sender chose (a trace id, a tenant or index name, a
+        document id) and the key it is stored and looked up by: the labeling queue, the findings,
+        ``trace show``, the status page, pushed alerts, exemplars and metric labels all use this.
+
+        An id on which no detector fires (a hex trace id, ``acme``, ``leave-policy``) is shown as
+        it is, so it can still be found in the application's own logs and tracing. Any other id
+        is shown as its redacted text (at most 64 characters), ``~k``, and 16 hex digits of
+        HMAC-SHA256 keyed with ``caller_key`` over ``id`` + a NUL byte + the id (the ``k`` keeps an
+        all-digit hash from looking like a card number: a shown id passes the detectors unchanged,
+        ``redact(shown_id(x)) == shown_id(x)``). So two different
+        ids never share what is shown: an id shown as it is holds no ``~``, and one with a keyed
+        hash differs from every other by that hash (an id holding ``~`` is always hashed, so a
+        sender cannot forge another's shown id). Same key, same id: same shown id, on every
+        replica and after a replay."""
+        if SHOWN_SEPARATOR not in value and self.redact(value) == value:
+            return value
+        if not self._key:
+            raise ValueError(_NO_KEY)
+        digest = hmac.new(self._key, b"id\x00" + value.encode(), hashlib.sha256).hexdigest()
+        return self.redact(value)[:SHOWN_TEXT_CHARS] + SHOWN_SEPARATOR + "k" + digest[:SHOWN_HEX_CHARS]
 
     def redact_event(self, trace: TraceEvent) -> dict[str, Any]:
         """A redacted copy of a decoded trace as JSON-shaped data: what :meth:`redact_trace` gives

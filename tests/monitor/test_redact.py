@@ -264,3 +264,41 @@ def test_the_typed_trace_is_redacted_exactly_as_its_json():
         assert typed == REDACTOR.redact_trace(msgspec.to_builtins(trace))
         compared += 1
     assert compared > 200
+
+
+def test_an_id_without_personal_data_is_shown_as_it_is():
+    for clean in ("4bf92f3577b34da6a3ce929d0e0e4736", "9f1c2e", "acme", "leave-policy-2026#4", "policies"):
+        assert REDACTOR.shown_id(clean) == clean
+
+
+def test_a_private_id_is_shown_redacted_with_a_keyed_hash_that_two_ids_never_share():
+    alice, bob = REDACTOR.shown_id("collide-alice@example.com"), REDACTOR.shown_id("collide-bob@example.org")
+    # both redact to the same text; what is shown still tells them apart
+    assert REDACTOR.redact("collide-alice@example.com") == REDACTOR.redact("collide-bob@example.org") == "[EMAIL]"
+    assert alice != bob and alice.startswith("[EMAIL]~k") and bob.startswith("[EMAIL]~k")
+    assert "alice" not in alice and "example" not in alice
+    # stable for the same key, different for another key
+    assert REDACTOR.shown_id("collide-alice@example.com") == alice
+    assert Redactor(RedactionConfig(caller_key="another-key-0123456789")).shown_id("collide-alice@example.com") != alice
+
+
+def test_a_sender_cannot_forge_the_shown_id_of_another():
+    victim = REDACTOR.shown_id("carol@example.com")
+    # the shown id sent as a trace id of its own is hashed again: it holds the separator
+    assert REDACTOR.shown_id(victim) != victim
+    assert REDACTOR.shown_id("a~b") != "a~b"
+
+
+@given(st.text(min_size=1, max_size=60))
+@settings(max_examples=300, deadline=None)
+def test_a_shown_id_passes_the_detectors_unchanged(value):
+    shown = REDACTOR.shown_id(value)
+    assert REDACTOR.redact(shown) == shown
+    assert len(shown) <= max(len(value), 64 + 2 + 16)
+
+
+def test_a_shown_id_needs_the_key_only_when_it_hashes():
+    keyless = Redactor(RedactionConfig(), require_key=False)
+    assert keyless.shown_id("acme") == "acme"
+    with pytest.raises(ValueError, match="caller_key"):
+        keyless.shown_id("bob@example.com")
