@@ -24,6 +24,7 @@ from ragmon.monitor.app.cli_eval import eval_command
 from ragmon.monitor.app.cli_events import events
 from ragmon.monitor.app.cli_findings import findings, trace
 from ragmon.monitor.app.cli_labels import labels
+from ragmon.monitor.app.cli_numbers import FINITE_FLOAT
 from ragmon.monitor.app.cli_output import FOUND, PORT_IN_USE, SOURCE_STOPPED, USAGE, errors, output_option, stdout
 from ragmon.monitor.app.cli_samples import samples
 from ragmon.monitor.app.findings_view import ReadView
@@ -403,7 +404,7 @@ def scheduler_command(ctx: click.Context, host: str | None, port: int | None) ->
 
 
 @main.command()
-@click.option("--timeout", default=3.0, show_default=True, help="Seconds to wait for the answer.")
+@click.option("--timeout", type=FINITE_FLOAT, default=3.0, show_default=True, help="Seconds to wait for the answer.")
 @click.pass_context
 def healthcheck(ctx: click.Context, timeout: float) -> None:
     """Exit 0 when the `serve` or `scheduler` of this configuration answers GET /healthz on
@@ -481,7 +482,8 @@ def probe_run(ctx: click.Context, output: str) -> None:
 
 @main.command()
 @click.option("--traces", default=30_000, show_default=True, help="Simulated traces.")
-@click.option("--seconds", default=45.0, show_default=True, help="Wall-clock time to spread them over.")
+@click.option("--seconds", type=FINITE_FLOAT, default=45.0, show_default=True,
+              help="Wall-clock time to spread them over.")
 @click.option("--json-file", "json_out", type=click.Path(dir_okay=False, path_type=Path),
               help="Also write what the demo found as JSON to this file.")
 @click.option("--batch-dir", type=click.Path(file_okay=False, path_type=Path), default=Path("ragmon-data/demo-batches"),

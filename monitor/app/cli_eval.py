@@ -8,6 +8,7 @@ from pathlib import Path
 import click
 from rich.table import Table
 
+from ragmon.monitor.app.cli_numbers import FINITE_FLOAT
 from ragmon.monitor.app.cli_output import output_option, stdout
 from ragmon.monitor.labeling.evaluate import METRICS, evaluate, gate, load_cases, load_runs, parse_threshold
 
@@ -41,7 +42,8 @@ def _ks(text: str) -> list[int]:
               help="Exit 1 when an overall metric is under VALUE, e.g. recall@5=0.8. Repeatable.")
 @click.option("--baseline", type=click.Path(exists=True, dir_okay=False, path_type=Path),
               help="A previous `-o json` report to compare with.")
-@click.option("--max-drop", type=float, help="Exit 1 when an overall metric fell more than this from the baseline.")
+@click.option("--max-drop", type=FINITE_FLOAT,
+              help="Exit 1 when an overall metric fell more than this from the baseline.")
 @click.pass_context
 def eval_command(ctx: click.Context, cases_file: Path, run_file: Path | None, run_from_store: bool, stage: str,
                  write_run: Path | None, k_text: str, output: str, floors: tuple[str, ...], baseline: Path | None,

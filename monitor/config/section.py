@@ -9,9 +9,12 @@ from pydantic import AfterValidator, BaseModel, ConfigDict
 
 
 class ConfigSection(BaseModel):
-    """Unknown keys are errors; assignments are validated."""
+    """Unknown keys are errors; assignments are validated; no float, in a field or inside a list or
+    mapping, is ``inf`` or ``nan``, however spelt (``.inf``, ``Infinity``, ``1e999``)."""
 
-    model_config = ConfigDict(extra="forbid", validate_assignment=True)
+    # A bound of inf turns its check off (an endless body timeout, no rate limit), and nan passes
+    # no comparison at all, so neither is a setting: both are refused with the key they were given for.
+    model_config = ConfigDict(extra="forbid", validate_assignment=True, allow_inf_nan=False)
 
 
 def _zone_exists(name: str) -> str:

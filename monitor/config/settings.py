@@ -1,17 +1,16 @@
 """Configuration: one YAML file plus ``RAGMON_`` environment overrides.
 
-Precedence, highest first: environment (``RAGMON_SECTION__KEY``), the YAML file, defaults.
-Every section forbids unknown keys, so a typo is an error that names the key instead of a
-setting silently left at its default.
+Precedence, highest first: environment (``RAGMON_SECTION__KEY``, merged into the file's data by
+``monitor/config/environment.py``), the YAML file, defaults. Every section forbids unknown keys, so
+a typo is an error that names the key instead of a setting silently left at its default; no
+number setting takes ``inf`` or ``nan`` (``ConfigSection``).
 """
 
 from __future__ import annotations
 
 import base64
 import json
-import logging
 import os
-import re
 from collections.abc import Mapping
 from datetime import datetime
 from pathlib import Path
@@ -32,6 +31,7 @@ from pydantic import (
 )
 
 from ragmon.monitor.config.alerting import AlertsConfig
+from ragmon.monitor.config.environment import ENV_CONFIG_FILE, OverrideError, apply_environment
 from ragmon.monitor.config.pipeline import CatalogConfig, DedupeConfig, FindingsConfig, Limits, SignalsConfig
 from ragmon.monitor.config.scheduling import ProbesConfig, SchedulerConfig
 from ragmon.monitor.config.section import ConfigSection, HttpUrlText
@@ -39,21 +39,7 @@ from ragmon.monitor.config.telemetry import TelemetryConfig
 from ragmon.monitor.labeling.redact import RedactionConfig
 from ragmon.monitor.labeling.sampling import SamplingConfig
 
-ENV_PREFIX = "RAGMON_"
-ENV_CONFIG_FILE = "RAGMON_CONFIG"  # path of the YAML file, when --config is not given
 MASK = "****"
-
-# The variables a kubelet sets in every pod for every Service of its namespace (Docker-link
-# style): for a Service `ragmon-prod` with port 4318 named `http`, RAGMON_PROD_SERVICE_HOST,
-# _SERVICE_PORT, _SERVICE_PORT_HTTP, _PORT, _PORT_4318_TCP and _PORT_4318_TCP_{PROTO,PORT,ADDR}.
-# A Service name is a DNS label, so the prefix is words joined by single underscores; every
-# ragmon setting has a double one (SECTION__KEY), so none is mistaken for these.
-SERVICE_NAME = re.compile(r"[A-Z0-9]+(?:_[A-Z0-9]+)*")
-SERVICE_LINK_SUFFIX = re.compile(
-    r"SERVICE_HOST|SERVICE_PORT(?:_[A-Z0-9]+)*|PORT(?:_[0-9]+_(?:TCP|UDP|SCTP)(?:_(?:PROTO|PORT|ADDR))?)?"
-)
-
-log = logging.getLogger(__name__)
 
 
 class ConfigError(Exception):
@@ -355,21 +341,20 @@ def load_settings(path: Path | None = None, environ: Mapping[str, str] | None = 
     """Read the YAML file (``path``, else ``$RAGMON_CONFIG``, else none) and apply the environment.
 
     ``RAGMON_SECTION__KEY=value`` overrides ``section: {key: value}``; values that look like JSON
-    lists or objects are parsed as JSON. Variables Kubernetes sets for a Service whose name
-    starts with ``ragmon`` (see :func:`is_service_link`) are skipped. Raises :class:`ConfigError`
-    naming the offending key.
+    lists or objects are parsed as JSON, and an object is merged into what the file gives at its
+    path, not put in its place. Two variables giving one key are an error naming both, so the
+    result never depends on the environment's order. Variables Kubernetes sets for a Service whose
+    name starts with ``ragmon`` are skipped (``environment.is_service_link``). Raises
+    :class:`ConfigError` naming the offending key or variables.
     """
     environ = os.environ if environ is None else environ
     if path is None and environ.get(ENV_CONFIG_FILE):
         path = Path(environ[ENV_CONFIG_FILE])
     data = _read_yaml(path) if path is not None else {}
-    for name, value in environ.items():
-        if not name.startswith(ENV_PREFIX) or name == ENV_CONFIG_FILE:
-            continue
-        if is_service_link(name, environ):
-            log.debug("ignoring %s: Kubernetes sets it for a Service, it is not a ragmon setting", name)
-            continue
-        _set_path(data, name, value)
+    try:
+        apply_environment(data, environ)
+    except OverrideError as error:
+        raise ConfigError(str(error)) from None
     try:
         return Settings.model_validate(data)
     except ValidationError as error:
@@ -384,42 +369,6 @@ def check_telemetry_target(settings: Settings) -> None:
     problem = settings.telemetry.loop_problem(settings.http.host, settings.http.port)
     if problem is not None:
         raise ConfigError(f"telemetry.otlp_endpoint: {problem}")
-
-
-def is_service_link(name: str, environ: Mapping[str, str]) -> bool:
-    """Whether ``name`` is one of the variables a kubelet injects for a Service rather than a
-    setting: ``<SERVICE>_`` and a link suffix (``SERVICE_LINK_SUFFIX``), where ``environ`` holds
-    the ``<SERVICE>_SERVICE_HOST`` the kubelet always sets with them. So with a Service ``ragmon``,
-    ``RAGMON_SERVICE_HOST`` and ``RAGMON_PORT_4318_TCP`` are skipped, while ``RAGMON_HTTP__PORT``
-    is a setting and a mistyped ``RAGMON_HTTP_PORT`` stays an error."""
-    # a name can split more than one way (RAGMON_SCHEDULER_SERVICE_PORT: the Service
-    # `ragmon-scheduler`, or a `ragmon-scheduler-service`), so every split is tried
-    parts = name.split("_")
-    for cut in range(1, len(parts)):
-        service, suffix = "_".join(parts[:cut]), "_".join(parts[cut:])
-        if (SERVICE_NAME.fullmatch(service) and SERVICE_LINK_SUFFIX.fullmatch(suffix)
-                and f"{service}_SERVICE_HOST" in environ):
-            return True
-    return False
-
-
-def _set_path(data: dict[str, Any], name: str, value: str) -> None:
-    keys = [part.lower() for part in name[len(ENV_PREFIX) :].split("__")]
-    if not all(keys):
-        raise ConfigError(f"environment variable {name}: empty key (use SECTION__KEY)")
-    node = data
-    for key in keys[:-1]:
-        child = node.setdefault(key, {})
-        if not isinstance(child, dict):
-            raise ConfigError(f"environment variable {name}: `{key}` is not a section")
-        node = child
-    if value.startswith(("[", "{")):  # an empty value is a string, not JSON
-        try:
-            node[keys[-1]] = json.loads(value)
-            return
-        except json.JSONDecodeError:
-            raise ConfigError(f"environment variable {name}: not valid JSON") from None
-    node[keys[-1]] = value
 
 
 def _read_yaml(path: Path) -> dict[str, Any]:
@@ -446,6 +395,8 @@ def _describe(error: ValidationError, path: Path | None) -> str:
         key = ".".join(str(part) for part in problem["loc"])
         if problem["type"] == "extra_forbidden":
             lines.append(f"{key}: unknown key")
+        elif problem["type"] == "finite_number":
+            lines.append(f"{key}: {problem['msg']} (inf, nan and numbers beyond a float's range are refused)")
         else:
             lines.append(f"{key}: {problem['msg']}")
     origin = f" (file {path} and RAGMON_ environment)" if path else " (RAGMON_ environment)"
@@ -515,6 +466,20 @@ One YAML file plus environment overrides. The file is given with `--config FILE`
 `RAGMON_<SECTION>__<KEY>` (double underscore between levels), e.g. `RAGMON_HTTP__PORT=9000`;
 values that look like JSON lists or objects are parsed as JSON
 (`RAGMON_LABELS__TENANTS='["acme","globex"]'`). The environment wins over the file.
+
+A JSON object is merged into what the file gives at its place, key by key and at every depth; it
+never replaces it. So `RAGMON_HTTP='{"port": 4418}'` changes the port and keeps every other key
+of the file's `http` section, its `token` included; a list or any other value replaces the file's.
+Two variables that give the same key, such as `RAGMON_HTTP='{"token": "…"}'` beside
+`RAGMON_HTTP__TOKEN`, or `RAGMON_HTTP='x'` beside `RAGMON_HTTP__PORT`, are an error naming both
+variables: which one would win would depend on the order of the environment. A section variable
+and field variables for other keys of it merge, in any order.
+
+Numbers are finite: `inf`, `nan` and their other spellings (`.inf` and `.nan` in YAML,
+`Infinity` and `NaN` in JSON, `1e999`, which overflows to infinity) are refused for every setting,
+lists and mappings included, with an error naming the key; an infinite bound would switch its
+check off. Command-line options that are bounds (`healthcheck --timeout`, `demo --seconds`,
+`eval --max-drop` and `--fail-under`) refuse them as well.
 
 Unknown keys are errors, in the file and in `RAGMON_` variables alike, and every error names its
 key. The one exception: the variables a kubelet sets for a Service whose name starts with

@@ -189,9 +189,12 @@ def parse_threshold(text: str) -> tuple[str, float]:
     if not sep or not at or metric not in (*METRICS, "claim_evidence") or not k.isdigit():
         raise ValueError(f"{text!r}: expected METRIC@K=VALUE with METRIC one of {', '.join(METRICS)}, claim_evidence")
     try:
-        return name, float(value)
+        number = float(value)
     except ValueError:
         raise ValueError(f"{text!r}: {value!r} is not a number") from None
+    if not math.isfinite(number):  # a floor of nan or inf would never (or always) fail
+        raise ValueError(f"{text!r}: {value!r} is not a finite number")
+    return name, number
 
 
 def overall(report: dict, name: str) -> float | None:
