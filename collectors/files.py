@@ -17,6 +17,7 @@ import msgspec
 
 from ragmon.collectors.background import BackgroundSource
 from ragmon.collectors.letter_body import LetterBody
+from ragmon.collectors.letters import StoredLetter, dead_letter_files
 from ragmon.monitor.core.errors import Retryable
 from ragmon.monitor.core.pipeline import Processor
 from ragmon.monitor.core.private_files import open_private
@@ -25,6 +26,7 @@ from ragmon.monitor.core.retry import GaveUp, RetryPolicy, until_accepted
 
 log = logging.getLogger(__name__)
 UNTIL_STOPPED = RetryPolicy()  # retry a refused batch until the source is stopped
+_APPEND_AND_READ = os.O_RDWR | os.O_APPEND | os.O_CREAT  # read: to see whether the file ends a line
 
 
 class SourceStopped(Exception):
@@ -132,31 +134,18 @@ class JsonlSource(BackgroundSource):
             self._on_commit(last_line, self._bytes_read)
 
 
-class _DeadLetter(msgspec.Struct, omit_defaults=True):
-    time: str
-    source: str
-    reason: str
-    detail: str
-    origin: dict
-    size: int
-    truncated: bool
-    raw_hmac: str | None = None
-    raw_sha256: str | None = None
-    text: str | None = None
-    text_omitted: bool = False
-    raw_encrypted: str | None = None
-
-
 class JsonlDeadLetterSink:
-    """Appends each rejected record as one JSON line: time, source, reason, detail, origin,
-    size, and what ``body`` keeps of the bytes (:class:`LetterBody`: a keyed hash, the redacted
-    text, the raw bytes encrypted; at most ``max_raw_bytes`` of them, ``truncated`` says if cut).
+    """Appends each rejected record as one JSON line (:class:`StoredLetter`): time, source, reason,
+    detail, origin, size, the sender's privilege, and what ``body`` keeps of the bytes
+    (:class:`LetterBody`: a keyed hash, the redacted text, the raw bytes encrypted; at most
+    ``max_raw_bytes`` of them, ``truncated`` says if cut).
     Without ``body``, a plain hash alone.
 
     A batch's letters are appended in one write and synced before ``write`` returns. A failure
     (disk full, directory gone) leaves no partial batch behind: the file is cut back to where the
     batch started and :class:`Retryable` is raised, so the source pauses and retries instead of
-    losing anything, and a retried batch is not written twice.
+    losing anything, and a retried batch is not written twice. A file that does not end a line (a
+    process killed mid-write) gets its line ended before the next batch.
 
     The file is bounded: once a batch would take it past ``max_file_bytes`` it is rotated
     (``dead-letters.jsonl`` becomes ``.1``, ``.1`` becomes ``.2`` ...); of ``keep_files`` rotated
@@ -191,10 +180,10 @@ class JsonlDeadLetterSink:
     def _line(self, letter: DeadLetter, stamp: str) -> bytes:
         record = letter.record
         size = len(record.data) if record.size is None else record.size
-        return self._encoder.encode(_DeadLetter(
+        return self._encoder.encode(StoredLetter(
             time=stamp, source=record.source, reason=letter.reason.value, detail=letter.detail,
             origin=record.origin, size=size, truncated=min(len(record.data), self._max_raw_bytes) < size,
-            **self._body.fields(record.data),
+            privilege=record.privilege.value, **self._body.fields(record.data),
         )) + b"\n"
 
     def prune(self, before: float) -> int:
@@ -240,11 +229,15 @@ class JsonlDeadLetterSink:
         end: int | None = None
         try:
             if self._fd is None:
-                self._fd = open_private(self.path)
+                self._fd = open_private(self.path, _APPEND_AND_READ)
             end = os.lseek(self._fd, 0, os.SEEK_END)
             if end and end + len(data) > self._max_file_bytes:
                 self._rotate()
                 end = 0
+            if end and os.pread(self._fd, 1, end - 1) != b"\n":
+                # a line torn by a crash (or an edit) ends the file: the batch starts a line of its
+                # own, so the torn letter costs itself alone, not the first letter of this batch too
+                data = b"\n" + data
             view = memoryview(data)
             while view:
                 written = os.write(self._fd, view)
@@ -275,25 +268,17 @@ class JsonlDeadLetterSink:
         for older, newer in zip(reversed(names[1:]), reversed(names[:-1]), strict=True):
             if newer.exists():
                 os.replace(newer, older)
-        self._fd = open_private(self.path)
+        self._fd = open_private(self.path, _APPEND_AND_READ)
 
 
 class _Stamp(msgspec.Struct):
     time: str
 
 
-def dead_letter_files(path: Path) -> list[Path]:
-    """The dead-letter file at ``path`` and its rotated files (``path.1``, ``path.2`` ...) that
-    exist, newest first."""
-    rotated = sorted((p for p in path.parent.glob(f"{path.name}.*") if p.suffix[1:].isdigit()),
-                     key=lambda p: int(p.suffix[1:]))
-    return [*([path] if path.exists() else []), *rotated]
-
-
 def read_dead_letters(path: Path) -> list[dict]:
     """Read back the dead letters at ``path`` and in its rotated files, oldest first (for tests
     and tools)."""
-    decoder = msgspec.json.Decoder(_DeadLetter)
+    decoder = msgspec.json.Decoder(StoredLetter)
     letters = []
     for file in reversed(dead_letter_files(path)):
         with file.open("rb") as handle:

@@ -48,7 +48,7 @@ from ragmon.collectors.http_metrics import Observe, RequestMetrics
 from ragmon.collectors.otlp import OtlpReceiver
 from ragmon.monitor.core.errors import Retryable
 from ragmon.monitor.core.pipeline import Processor
-from ragmon.monitor.core.records import RawRecord
+from ragmon.monitor.core.records import Privilege, RawRecord
 
 log = logging.getLogger(__name__)
 SOURCE = "http"
@@ -187,17 +187,17 @@ def build_app(
 
     async def ingest_events(request: Request, media: str, body: bytes) -> Response:
         origin = {"client": request.client.host if request.client else None}
-        catalog = may_write_catalog(request)
+        privilege = Privilege.CATALOG if may_write_catalog(request) else Privilege.INGEST
         try:
             # on a worker thread, one body at a time: a large array is decoded whole before it is counted
             items = await to_thread.run_sync(split_events, body, media, max_records, limiter=splitting)
-            records = [RawRecord(SOURCE, item, {**origin, "item": i}, may_write_catalog=catalog)
+            records = [RawRecord(SOURCE, item, {**origin, "item": i}, privilege=privilege)
                        for i, item in enumerate(items)]
         except TooManyRecords as error:  # nothing taken: the client splits the request and sends again
             return JSONResponse({"error": str(error)}, status_code=413)
         except BodyError as error:
             # Unusable as a whole: it still goes through the pipeline, to be dead-lettered and counted.
-            records, unusable = [RawRecord(SOURCE, body, {**origin, "item": None}, may_write_catalog=catalog)], error
+            records, unusable = [RawRecord(SOURCE, body, {**origin, "item": None}, privilege=privilege)], error
         else:
             unusable = None
         try:

@@ -16,9 +16,10 @@ from ragmon.monitor.core.records import DeadLetter
 class KafkaDeadLetterSink:
     """Produces each rejected record to the dead-letter topic: as the value, a JSON object of what
     ``body`` keeps of the bytes (:class:`LetterBody`: keyed hash, redacted text, raw bytes only
-    encrypted), and source, reason, detail and origin as headers. ``write`` returns once the broker
-    acknowledged the batch; a producer error raises :class:`Retryable` (the batch is then retried,
-    so a letter that did get through before the error may appear twice: at least once)."""
+    encrypted), and source, reason, detail, size, the sender's privilege and origin as headers.
+    ``write`` returns once the broker acknowledged the batch; a producer error raises
+    :class:`Retryable` (the batch is then retried, so a letter that did get through before the
+    error may appear twice: at least once)."""
 
     def __init__(self, producer: KafkaProducer, topic: str, max_raw_bytes: int, timeout: float = 30.0, *,
                  body: LetterBody | None = None) -> None:
@@ -42,7 +43,8 @@ class KafkaDeadLetterSink:
         record = letter.record
         size = len(record.data) if record.size is None else record.size
         headers = [("ragmon.source", record.source.encode()), ("ragmon.reason", letter.reason.value.encode()),
-                   ("ragmon.detail", letter.detail.encode()), ("ragmon.size", str(size).encode())]
+                   ("ragmon.detail", letter.detail.encode()), ("ragmon.size", str(size).encode()),
+                   ("ragmon.privilege", record.privilege.value.encode())]
         headers += [(f"ragmon.origin.{k}", str(v).encode()) for k, v in record.origin.items() if v is not None]
         return self._producer.send(self._topic, value=self._encode(self._body.fields(record.data)), headers=headers)
 

@@ -16,18 +16,21 @@ their hash, and ``text_omitted`` says so. Examples are what an on-call engineer 
 from __future__ import annotations
 
 import base64
+import binascii
 import hashlib
 import hmac
 import os
 import time
 from collections.abc import Callable
 
+from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
 from ragmon.monitor.core.rate_limit import TokenBucket
 
 _AAD = b"ragmon dead letter v1"  # binds a ciphertext to its use: not decryptable as anything else
 _NONCE_BYTES = 12
+_TAG_BYTES = 16  # AES-GCM's authentication tag, at the end of the ciphertext
 
 
 class LetterBody:
@@ -74,3 +77,30 @@ def decrypt_raw(raw_key: bytes, raw_encrypted: str) -> bytes:
     wrong key or a changed ciphertext)."""
     blob = base64.b64decode(raw_encrypted)
     return AESGCM(raw_key).decrypt(blob[:_NONCE_BYTES], blob[_NONCE_BYTES:], _AAD)
+
+
+class UnreadableRaw(ValueError):
+    """Why a letter's raw bytes cannot be had back; the words never quote the letter."""
+
+
+def raw_problem(raw_encrypted: str) -> str | None:
+    """What keeps ``raw_encrypted`` from being decrypted under any key (not base64, too short to
+    hold a nonce and a tag), or None."""
+    try:
+        blob = base64.b64decode(raw_encrypted, validate=True)
+    except (binascii.Error, ValueError):  # ValueError: characters outside ASCII
+        return "`raw_encrypted` is not base64"
+    if len(blob) < _NONCE_BYTES + _TAG_BYTES:
+        return "`raw_encrypted` is too short to hold a nonce and a tag: truncated"
+    return None
+
+
+def open_raw(raw_key: bytes, raw_encrypted: str) -> bytes:
+    """The bytes a letter's ``raw_encrypted`` holds, or :class:`UnreadableRaw` saying why not."""
+    if (problem := raw_problem(raw_encrypted)) is not None:
+        raise UnreadableRaw(problem)
+    try:
+        return decrypt_raw(raw_key, raw_encrypted)
+    except InvalidTag:
+        raise UnreadableRaw("raw bytes fail their authentication tag: another dead_letter.encryption_key, "
+                            "or the letter was altered") from None

@@ -52,7 +52,8 @@ def test_letters_are_listed_then_replayed_once_the_config_is_fixed(tmp_path):
     replayed = runner.invoke(main, ["dead-letters", "replay", "-o", "json"], env=fixed)
     assert replayed.exit_code == 1, replayed.output
     assert json.loads(replayed.stdout) == {"replayed": 2, "accepted": 1, "rejected_again": 1,
-                                           "skipped": {"raw bytes not kept (dead_letter.keep_raw)": 1}}
+                                           "skipped": {"raw bytes not kept (dead_letter.keep_raw)": 1},
+                                           "granted_catalog": 0, "unusable": [], "unusable_total": 0}
     letters = read_dead_letters(tmp_path / "dead.jsonl")
     assert [letter["reason"] for letter in letters] == ["too_many_passages"] * 3 + ["too_long"]
     assert letters[-1]["origin"]["dead_letter"].endswith(letters[1]["raw_hmac"])
@@ -97,7 +98,8 @@ def test_letters_on_the_dead_letter_topic_are_listed_and_replayed(kafka, tmp_pat
     fixed = {**base, "RAGMON_LIMITS__MAX_TEXT_LENGTH": "10"}
     replayed = runner.invoke(main, ["dead-letters", "replay", "-o", "json"], env=fixed)
     assert replayed.exit_code == 1, replayed.output
-    assert json.loads(replayed.stdout) == {"replayed": 2, "accepted": 1, "rejected_again": 1, "skipped": {}}
+    assert json.loads(replayed.stdout) == {"replayed": 2, "accepted": 1, "rejected_again": 1, "skipped": {},
+                                           "granted_catalog": 0, "unusable": [], "unusable_total": 0}
     on_topic = [dict(message.headers)["ragmon.reason"].decode() for message in read_all(kafka, topic)]
     assert sorted(on_topic) == ["too_long", "too_many_passages", "too_many_passages"]
     again = runner.invoke(main, ["dead-letters", "replay", "--reason", "too_many_passages", "-o", "json"], env=fixed)

@@ -8,46 +8,38 @@ be replayed: the keyed hash and redacted text are not the record. Each replayed 
 in ``<dead_letter.path>.replayed`` (0600) where the command runs, with what became of it, so it is
 not replayed twice; a letter that fails again is written again by the pipeline (to the file or
 the topic), with its new reason.
+
+A replayed record has the privilege its letter records, never more: a catalog event its sender
+could not write stays refused (``not_permitted``) unless the operator grants the catalog right
+with ``--grant-catalog``, which the command says and the note records. A letter that cannot be read
+(``collectors/letters.py``) is skipped and named by where it lies; both commands handle the others
+and exit 1.
 """
 
 from __future__ import annotations
 
 import json
-import os
 import time
 from collections import Counter
 from dataclasses import dataclass
-from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 import click
+from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from ragmon.collectors.files import read_dead_letters
 from ragmon.collectors.kafka_dead_letter_reader import read_topic_letters
-from ragmon.collectors.letter_body import decrypt_raw
+from ragmon.collectors.letter_body import UnreadableRaw, open_raw
+from ragmon.collectors.letters import Letter, LettersRead, Unusable, read_letter_files
 from ragmon.monitor.app.cli_context import settings_of
 from ragmon.monitor.app.cli_output import FOUND, output_option, stdout
+from ragmon.monitor.app.letter_replay import replay_notes, replay_records
 from ragmon.monitor.config.settings import Settings
-from ragmon.monitor.core.private_files import open_private
-from ragmon.monitor.core.records import RawRecord
 from ragmon.monitor.findings.query import QueryError, parse_since
 
-BATCH = 500
-
-
-def replay_log(letters_path: Path) -> Path:
-    return letters_path.with_name(letters_path.name + ".replayed")
-
-
-def letter_key(letter: dict[str, Any]) -> str:
-    """What names a letter across reads: its place on the topic, or for the file, when it was
-    written and the (keyed) hash of its bytes."""
-    if "at" in letter:
-        return f"{letter['at']['topic']}:{letter['at']['partition']}:{letter['at']['offset']}"
-    return f"{letter['time']}|{letter.get('raw_hmac') or letter.get('raw_sha256')}"
+NAMED = 50  # unusable letters named one by one; the rest are counted
 
 
 FROM = click.option("--from", "where", type=click.Choice(["file", "topic"]),
@@ -55,29 +47,15 @@ FROM = click.option("--from", "where", type=click.Choice(["file", "topic"]),
                          "default: the topic when kafka.bootstrap_servers is set, else the file.")
 
 
-def _letters(settings: Settings, where: str | None) -> tuple[list[dict[str, Any]], str]:
-    """The letters, oldest first, and where they were read, in words."""
+def _letters(settings: Settings, where: str | None) -> tuple[LettersRead, str]:
+    """The letters, oldest first (and those that cannot be read), and where they were read, in words."""
     if (where or ("topic" if settings.kafka.bootstrap_servers else "file")) == "topic":
         if not settings.kafka.bootstrap_servers:
             raise click.UsageError("--from topic needs kafka.bootstrap_servers (RAGMON_KAFKA__BOOTSTRAP_SERVERS)")
         topic = settings.kafka.dead_letter_topic
-        letters = read_topic_letters(settings.kafka.client_options(), topic, settings.dead_letter.max_raw_bytes)
-        return letters, f"on topic {topic}"
-    return read_dead_letters(settings.dead_letter.path), f"in {settings.dead_letter.path}"
-
-
-def _replayed(letters_path: Path) -> dict[str, dict]:
-    path = replay_log(letters_path)
-    if not path.exists():
-        return {}
-    noted = {}
-    for line in path.read_text().splitlines():
-        try:
-            entry = json.loads(line)
-        except ValueError:
-            continue  # a torn last line: that letter counts as not replayed
-        noted[entry["key"]] = entry
-    return noted
+        read = read_topic_letters(settings.kafka.client_options(), topic, settings.dead_letter.max_raw_bytes)
+        return read, f"on topic {topic}"
+    return read_letter_files(settings.dead_letter.path), f"in {settings.dead_letter.path}"
 
 
 @dataclass
@@ -85,10 +63,10 @@ class _Selection:
     reason: str | None
     since: float | None
 
-    def __call__(self, letter: dict[str, Any]) -> bool:
-        if self.reason is not None and letter["reason"] != self.reason:
+    def __call__(self, letter: Letter) -> bool:
+        if self.reason is not None and letter.reason != self.reason:
             return False
-        return self.since is None or datetime.fromisoformat(letter["time"]).timestamp() >= self.since
+        return self.since is None or letter.written_at() >= self.since
 
 
 def _selection(reason: str | None, since: str | None) -> _Selection:
@@ -98,15 +76,31 @@ def _selection(reason: str | None, since: str | None) -> _Selection:
         raise click.BadParameter(str(error).removeprefix("since: "), param_hint="--since") from None
 
 
-def _why_not(letter: dict[str, Any], replayed: dict[str, dict]) -> str | None:
+def _why_not(letter: Letter, replayed: dict[str, dict]) -> str | None:
     """Why a letter cannot be replayed, or None when it can."""
-    if letter_key(letter) in replayed:
+    if letter.key in replayed:
         return "replayed already"
-    if letter.get("raw_encrypted") is None:
+    if letter.body.raw_encrypted is None:
         return "raw bytes not kept (dead_letter.keep_raw)"
-    if letter.get("truncated"):
+    if letter.truncated:
         return "raw bytes truncated (dead_letter.max_raw_bytes)"
     return None
+
+
+def _unusable_json(unusable: list[Unusable]) -> dict[str, Any]:
+    return {"unusable": [{"where": u.where, "problem": u.problem} for u in unusable[:NAMED]],
+            "unusable_total": len(unusable)}
+
+
+def _print_unusable(console: Console, unusable: list[Unusable]) -> None:
+    """The letters that could not be read, by where they lie, at most :data:`NAMED` of them."""
+    if not unusable:
+        return
+    console.print(Text(f"{len(unusable)} letters unusable, skipped (fix or remove them; the others are unaffected):"))
+    for entry in unusable[:NAMED]:
+        console.print(Text(f"  {entry.where}: {entry.problem}"))
+    if len(unusable) > NAMED:
+        console.print(Text(f"  and {len(unusable) - NAMED} more"))
 
 
 @click.group("dead-letters")
@@ -124,52 +118,72 @@ def dead_letters() -> None:
 @click.pass_context
 def list_letters(ctx: click.Context, reason: str | None, since: str | None, limit: int, where: str | None,
                  output: str) -> None:
-    """The dead letters, newest first, each with its reason, detail, origin and whether it can be
-    replayed (or was)."""
+    """The dead letters, newest first, each with its reason, detail, origin, its sender's privilege
+    and whether it can be replayed (or was). Letters that cannot be read are named by file and line
+    (or topic, partition and offset), and the command exits 1."""
     settings = settings_of(ctx)
-    path = settings.dead_letter.path
-    letters, read_where = _letters(settings, where)
-    selected = [letter for letter in reversed(letters) if _selection(reason, since)(letter)]
-    replayed = _replayed(path)
-    shown = [{"time": letter["time"], "source": letter["source"], "reason": letter["reason"],
-              "detail": letter["detail"], "origin": letter["origin"], "size": letter["size"],
-              "replay": _why_not(letter, replayed) or "possible",
-              "replayed": replayed.get(letter_key(letter), {}).get("outcome")} for letter in selected[:limit]]
+    raw_key = settings.dead_letter.raw_key()
+    read, read_where = _letters(settings, where)
+    selection = _selection(reason, since)
+    selected = [letter for letter in reversed(read.letters) if selection(letter)]
+    replayed = replay_notes(settings.dead_letter.path)
+
+    def replay(letter: Letter) -> str:
+        why = _why_not(letter, replayed)
+        if why is None and raw_key is not None:
+            try:
+                open_raw(raw_key, letter.body.raw_encrypted)  # only the letters shown: at most --limit
+            except UnreadableRaw as error:
+                why = str(error)
+        return why or "possible"
+
+    shown = [{"time": letter.time, "source": letter.source, "reason": letter.reason, "detail": letter.detail,
+              "origin": letter.origin, "size": letter.size, "privilege": letter.privilege.value,
+              "where": letter.where, "replay": replay(letter),
+              "replayed": replayed.get(letter.key, {}).get("outcome")} for letter in selected[:limit]]
     if output == "json":
-        click.echo(json.dumps({"letters": shown, "total": len(selected)}))
-        return
-    table = Table(title=Text(f"{len(shown)} of {len(selected)} dead letters {read_where}, newest first"))
-    for column in ("time", "source", "reason", "detail", "origin", "replay"):
-        table.add_column(column)
-    for letter in shown:
-        replay = letter["replay"] if letter["replayed"] is None else f"replayed: {letter['replayed']}"
-        table.add_row(*(Text(str(cell)) for cell in (letter["time"], letter["source"], letter["reason"],
-                                                     letter["detail"], json.dumps(letter["origin"]), replay)))
-    console = stdout()
-    console.print(table)
-    by_reason = Counter(letter["reason"] for letter in selected)
-    console.print(Text("by reason: " + (", ".join(f"{r} {n}" for r, n in by_reason.most_common()) or "none")))
+        click.echo(json.dumps({"letters": shown, "total": len(selected), **_unusable_json(read.unusable)}))
+    else:
+        table = Table(title=Text(f"{len(shown)} of {len(selected)} dead letters {read_where}, newest first"))
+        for column in ("time", "source", "reason", "detail", "origin", "privilege", "replay"):
+            table.add_column(column)
+        for letter in shown:
+            replay_cell = letter["replay"] if letter["replayed"] is None else f"replayed: {letter['replayed']}"
+            table.add_row(*(Text(str(cell)) for cell in (
+                letter["time"], letter["source"], letter["reason"], letter["detail"], json.dumps(letter["origin"]),
+                letter["privilege"], replay_cell)))
+        console = stdout()
+        console.print(table)
+        by_reason = Counter(letter.reason for letter in selected)
+        console.print(Text("by reason: " + (", ".join(f"{r} {n}" for r, n in by_reason.most_common()) or "none")))
+        _print_unusable(console, read.unusable)
+    if read.unusable:
+        ctx.exit(FOUND)
 
 
 @dead_letters.command("replay")
 @click.option("--reason", help="Only letters with this reason.")
 @click.option("--since", help="Only letters written since then: 30m, 24h, 7d, an ISO-8601 time or Unix seconds.")
+@click.option("--grant-catalog", is_flag=True,
+              help="Replay with the catalog right (document and index events) the letters whose senders lacked "
+                   "it, e.g. those refused not_permitted. Only for records you have checked: it is what the "
+                   "catalog credential guards.")
 @FROM
 @output_option("table", "json")
 @click.pass_context
-def replay_letters(ctx: click.Context, reason: str | None, since: str | None, where: str | None, output: str) -> None:
-    """Feed the selected letters' records back through the pipeline, oldest first. Exit 1 when
-    any was rejected again (it is a dead letter again, with its new reason)."""
-    from ragmon.monitor.app.wiring import build_runtime
-
+def replay_letters(ctx: click.Context, reason: str | None, since: str | None, grant_catalog: bool,
+                   where: str | None, output: str) -> None:
+    """Feed the selected letters' records back through the pipeline, oldest first, each with the
+    privilege its letter records (see --grant-catalog). Exit 1 when any was rejected again (it is a
+    dead letter again, with its new reason) or could not be read."""
     settings = settings_of(ctx)
-    path = settings.dead_letter.path
+    path: Path = settings.dead_letter.path
     raw_key = settings.dead_letter.raw_key()
     selection = _selection(reason, since)
-    replayed = _replayed(path)
+    replayed = replay_notes(path)
     chosen, skipped = [], Counter()
-    letters, _ = _letters(settings, where)
-    for letter in letters:
+    read, _ = _letters(settings, where)
+    for letter in read.letters:
         if not selection(letter):
             continue
         why = _why_not(letter, replayed)
@@ -179,35 +193,29 @@ def replay_letters(ctx: click.Context, reason: str | None, since: str | None, wh
             chosen.append(letter)
         else:
             skipped[why] += 1
-    outcomes: Counter[str] = Counter()
-    if chosen:
-        settings = settings.model_copy(update={  # no page for what is replayed: as `ragmon replay`
-            "alerts": settings.alerts.model_copy(update={"alertmanager_url": None, "webhook_url": None})})
-        runtime = build_runtime(settings, command="replay")
-        try:
-            with os.fdopen(open_private(replay_log(path)), "a") as log:
-                for start in range(0, len(chosen), BATCH):
-                    batch = chosen[start:start + BATCH]
-                    records = [RawRecord("file", decrypt_raw(raw_key, letter["raw_encrypted"]),
-                                         {"dead_letter": letter_key(letter)}) for letter in batch]
-                    result = runtime.pipeline.process(records)
-                    again = {rejection.position: rejection.reason for rejection in result.rejections}
-                    for position, letter in enumerate(batch):
-                        outcome = f"rejected: {again[position]}" if position in again else "accepted"
-                        outcomes["rejected again" if position in again else "accepted"] += 1
-                        log.write(json.dumps({"key": letter_key(letter), "replayed_at": time.time(),
-                                              "outcome": outcome}) + "\n")
-                    log.flush()
-        finally:
-            runtime.close()
-    summary = {"replayed": len(chosen), "accepted": outcomes["accepted"], "rejected_again": outcomes["rejected again"],
-               "skipped": dict(skipped)}
+    unusable = list(read.unusable)
+    result = replay_records(settings, chosen, raw_key, grant_catalog=grant_catalog) if chosen else None
+    if result is not None:
+        unusable += result.unusable
+    outcomes = result.outcomes if result is not None else Counter()
+    granted = result.granted if result is not None else 0
+    summary = {"replayed": sum(outcomes.values()), "accepted": outcomes["accepted"],
+               "rejected_again": outcomes["rejected again"], "skipped": dict(skipped), "granted_catalog": granted,
+               **_unusable_json(unusable)}
     if output == "json":
         click.echo(json.dumps(summary))
     else:
+        console = stdout()
+        if grant_catalog:
+            console.print(Text(f"--grant-catalog: {granted} letters replayed with the catalog right, "
+                               "which their senders lacked"))
         skipped_words = ", ".join(f"{n} {why}" for why, n in skipped.items()) or "none"
-        stdout().print(Text(f"{len(chosen)} letters replayed: {outcomes['accepted']} accepted, "
-                            f"{outcomes['rejected again']} rejected again (dead letters again, with their new "
-                            f"reason); skipped: {skipped_words}"))
-    if outcomes["rejected again"]:
+        console.print(Text(f"{summary['replayed']} letters replayed: {outcomes['accepted']} accepted, "
+                           f"{outcomes['rejected again']} rejected again (dead letters again, with their new "
+                           f"reason); skipped: {skipped_words}"))
+        if result is not None and result.refused_catalog:
+            console.print(Text(f"{result.refused_catalog} refused not_permitted: their senders lacked the catalog "
+                               "right; once you have checked them, replay them with --grant-catalog"))
+        _print_unusable(console, unusable)
+    if outcomes["rejected again"] or unusable:
         ctx.exit(FOUND)

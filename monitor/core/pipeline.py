@@ -107,7 +107,8 @@ class Sink(Protocol):
 
 
 class DeadLetterSink(Protocol):
-    """Stores rejected records with their reason, detail, origin and (bounded) raw bytes.
+    """Stores rejected records with their reason, detail, origin, the sender's privilege (so that a
+    replay grants no more) and (bounded) raw bytes.
 
     ``write`` stores a batch's dead letters and returns once they are durable; when it cannot, it
     raises :class:`Retryable` (the source then pauses instead of dropping anything).
