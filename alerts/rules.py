@@ -13,8 +13,10 @@ which fires when no deployment at all reported a trace and so has no namespace o
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 
+from ragmon.alerts import links
 from ragmon.monitor.config.alerting import AlertsConfig
 
 CRITICAL, WARNING = "critical", "warning"
@@ -50,14 +52,14 @@ class AlertRule:
         return f"{config.runbook_url}#{self.name.lower()}"
 
     def finding_links(self) -> dict[str, str]:
-        """Where its traces are: the read API query and the command, for the alert's tenant and
-        index (label templates, filled by Prometheus or by the push)."""
-        if self.findings is None:
-            return {}
-        tenant, index = "{{ $labels.tenant }}", "{{ $labels.index }}"
-        return {"findings_query": f"/api/v1/findings?signal={self.findings}&tenant={tenant}&index={index}",
-                "findings_command": f"ragmon findings list --signal {self.findings} --tenant '{tenant}' "
-                                    f"--index '{index}' --since 2h"}
+        """Where its traces are: the read API query and the command, as Go templates over the
+        alert's tenant and index labels, each value quoted for the shell (``ragmon.alerts.links``)."""
+        return {} if self.findings is None else links.templated(self.findings)
+
+    def finding_links_for(self, labels: Mapping[str, str]) -> dict[str, str]:
+        """:meth:`finding_links` filled with a pushed alert's ``tenant`` and ``index``: the text
+        Prometheus renders for the same labels."""
+        return {} if self.findings is None else links.filled(self.findings, labels["tenant"], labels["index"])
 
 
 def _no_answer_ratio(offset: str = "") -> str:

@@ -5,6 +5,11 @@ Pure and clock-driven: the pipeline records leaks (``leak``), a periodic check r
 (``staleness``), and the dispatcher asks what exists (``alerts``) and forgets what every notifier
 has seen resolved (``forget``). An alert is identified by its fingerprint: its name and labels,
 so the same leak in the same tenant and index is one alert however often it recurs.
+
+Every id a sender chose (tenant, index, trace and document ids, the probe's tenant) is recorded by
+its shown id (the callable ``shown``, ``Redactor.shown_id`` where ragmon is wired): labels,
+evidence, summary and links name it as the findings, the status page and the metric labels do,
+and never hold an e-mail address or a key the raw id held.
 """
 
 from __future__ import annotations
@@ -12,7 +17,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import threading
-from collections.abc import Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 
 from ragmon.alerts.rules import CRITICAL, INDEX_STALE, LEAK_CONTEXT, PROBE_LEAK, WARNING, alert_rules
@@ -26,7 +31,8 @@ log = logging.getLogger(__name__)
 @dataclass(frozen=True)
 class PushedAlert:
     """One alert as notifiers send it. ``labels`` identify it; ``evidence`` is what may be shown
-    about it: counts, up to 10 trace and document ids. Never query text, passage text or a caller id."""
+    about it: counts, up to 10 trace and document ids. Never query text, passage text or a caller id;
+    every id a sender chose, by its shown id."""
 
     name: str
     labels: tuple[tuple[str, str], ...]  # sorted (key, value), severity included
@@ -60,9 +66,11 @@ class PushedAlert:
 @dataclass
 class AlertBook:
     """Thread-safe. Holds at most ``config.max_active`` alerts; what does not fit is counted in
-    ``dropped`` (the Prometheus rules still see it)."""
+    ``dropped`` (the Prometheus rules still see it). ``shown`` maps each id a sender chose to what
+    alerts show of it (``Redactor.shown_id``); the book applies it once, to what it is given raw."""
 
     config: AlertsConfig
+    shown: Callable[[str], str]
     dropped: int = 0
     _alerts: dict[str, PushedAlert] = field(default_factory=dict)
     _lock: threading.Lock = field(default_factory=threading.Lock)
@@ -79,6 +87,7 @@ class AlertBook:
     def leak(self, tenant: str, index: str, passages: int, trace_id: str, doc_ids: list[str], now: float) -> bool:
         """Record ``passages`` leaked into the context of trace ``trace_id``; True when this starts
         a new alert (or restarts a resolved one), which a dispatcher sends at once."""
+        tenant, index, trace_id = self.shown(tenant), self.shown(index), self.shown(trace_id)
         labels = self._labels(("index", index), ("severity", CRITICAL), ("tenant", tenant))
         with self._lock:
             current = self._get(LEAK_CONTEXT, labels)
@@ -89,7 +98,8 @@ class AlertBook:
                     return False
             self._put(replace(current, updated_at=now, count=current.count + passages,
                               trace_ids=_bounded(current.trace_ids, [trace_id]),
-                              doc_ids=_bounded(current.doc_ids, doc_ids)))
+                              # lazily: once 10 ids are held, no more is looked at
+                              doc_ids=_bounded(current.doc_ids, map(self.shown, doc_ids))))
             return fresh
 
     def staleness(self, indexes: Mapping[str, tuple[float, int, list[str]]], now: float) -> bool:
@@ -99,8 +109,10 @@ class AlertBook:
         changed = False
         thresholds = ((WARNING, self.config.stale_warning_hours * 3600),
                       (CRITICAL, self.config.stale_critical_hours * 3600))
+        scanned = {self.shown(index): (seconds, stale, [self.shown(d) for d in doc_ids[:MAX_IDS]])
+                   for index, (seconds, stale, doc_ids) in indexes.items()}
         with self._lock:
-            for index, (seconds, stale, doc_ids) in indexes.items():
+            for index, (seconds, stale, doc_ids) in scanned.items():
                 for severity, limit in thresholds:
                     labels = self._labels(("index", index), ("severity", severity))
                     current = self._get(INDEX_STALE, labels)
@@ -111,13 +123,13 @@ class AlertBook:
                             if current is None:
                                 continue
                             changed = True
-                        self._put(replace(current, updated_at=now, count=stale, doc_ids=tuple(doc_ids[:MAX_IDS]),
+                        self._put(replace(current, updated_at=now, count=stale, doc_ids=tuple(doc_ids),
                                           figures=(("max_staleness_seconds", f"{seconds:.0f}"),)))
                     elif firing:
                         self._put(replace(current, ends_at=now, updated_at=now))
                         changed = True
             for current in list(self._alerts.values()):  # an index gone from the catalog is no longer stale
-                gone = dict(current.labels).get("index") not in indexes
+                gone = dict(current.labels).get("index") not in scanned
                 if current.name == INDEX_STALE and not current.resolved and gone:
                     self._put(replace(current, ends_at=now, updated_at=now))
                     changed = True
@@ -127,8 +139,9 @@ class AlertBook:
         """Record a probe run: documents it may not read (``leaked``) fire the probe's leak
         alert; a clean run resolves it. True when something started or resolved. The labels are
         the rule's (probe, severity, and the deployment's ``push_labels``), so Alertmanager merges
-        the two; the tenant is evidence."""
+        the two; the tenant is evidence. The probe's name is the operator's, shown as it is."""
         labels = self._labels(("probe", name), ("severity", CRITICAL))
+        tenant, shown_leaked = self.shown(tenant), tuple(self.shown(doc_id) for doc_id in leaked[:MAX_IDS])
         with self._lock:
             current = self._get(PROBE_LEAK, labels)
             firing = current is not None and not current.resolved
@@ -137,7 +150,7 @@ class AlertBook:
                     current = self._new(PROBE_LEAK, CRITICAL, labels, now, {"probe": name})
                     if current is None:
                         return False
-                self._put(replace(current, updated_at=now, count=len(leaked), doc_ids=tuple(leaked[:MAX_IDS]),
+                self._put(replace(current, updated_at=now, count=len(leaked), doc_ids=shown_leaked,
                                   figures=(("tenant", tenant),)))
                 return not firing
             if firing:
@@ -195,19 +208,19 @@ class AlertBook:
                         name, firing, self.dropped)
             return None
         rule = self._text[(name, severity)]
-        fill = lambda text: _fill(text, values)  # noqa: E731
-        return PushedAlert(name, labels, fill(rule.summary), rule.description, rule.runbook(self.config),
+        return PushedAlert(name, labels, _fill(rule.summary, values), rule.description, rule.runbook(self.config),
                            self.config.dashboard_url, starts_at=now, updated_at=now,
-                           links=tuple((key, fill(text)) for key, text in rule.finding_links().items()))
+                           links=tuple(rule.finding_links_for(values).items()))
 
 
 def _fill(template: str, values: dict[str, str]) -> str:
+    """A summary's ``{{ $labels.x }}`` placeholders filled as Prometheus fills them: plain text."""
     for key, value in values.items():
         template = template.replace("{{ $labels." + key + " }}", value)
     return template
 
 
-def _bounded(known: tuple[str, ...], new: list[str]) -> tuple[str, ...]:
+def _bounded(known: tuple[str, ...], new: Iterable[str]) -> tuple[str, ...]:
     """The first ``MAX_IDS`` distinct ids: the earliest evidence is kept."""
     out = list(known)
     for item in new:

@@ -73,10 +73,10 @@ def caller_key(settings: Settings) -> str:
     return path.read_text().strip()
 
 
-def _alert_dispatcher(settings: Settings, metrics: Metrics,
-                      clock: Callable[[], float]) -> AlertDispatcher | None:
+def _alert_dispatcher(settings: Settings, metrics: Metrics, clock: Callable[[], float],
+                      shown: Callable[[str], str]) -> AlertDispatcher | None:
     """The direct push of leak, staleness and probe alerts, when a target is configured (else
-    None: the Prometheus rules still alert)."""
+    None: the Prometheus rules still alert). ``shown``: how they name the ids a sender chose."""
     config = settings.alerts
     notifiers: list = []
     if config.alertmanager_url:
@@ -89,7 +89,7 @@ def _alert_dispatcher(settings: Settings, metrics: Metrics,
     if not notifiers:
         return None
     dispatcher = AlertDispatcher(
-        AlertBook(config), notifiers, clock,
+        AlertBook(config, shown), notifiers, clock,
         record=lambda notifier, outcome, n: metrics.alert_notifications.labels(notifier, outcome).inc(n))
     dispatcher.start()
     return dispatcher
@@ -391,7 +391,7 @@ def build_runtime(
     decoder = Decoder(settings.limits, clock)
     sampler = Sampler(settings.sampling, redactor, decoder=decoder, recent_traces=settings.sampling.late_window_traces)
     prometheus = PrometheusSink(metrics)
-    alerts = _alert_dispatcher(settings, metrics, clock)
+    alerts = _alert_dispatcher(settings, metrics, clock, redactor.shown_id)
     telemetry = _telemetry(settings, command, metrics, span_exporter) if command is not None else None
     pipeline = Pipeline(
         decoder,

@@ -87,6 +87,9 @@ def test_leaks_and_staleness_reach_the_receivers_by_both_paths(tmp_path):
         assert "trace_ids" not in ruled["annotations"]  # from the rule, not from the push
         # the rule keeps the deployment's labels, the push adds them: one label set, one alert in Alertmanager
         assert ruled["labels"] == alert["labels"]
+        # Prometheus renders the rule's links (Go templates) to the text the push fills in
+        for link in ("findings_query", "findings_command"):
+            assert ruled["annotations"][link] == alert["annotations"][link]
         assert alert["labels"]["job"] == "ragmon"
 
         # a stale index: the source changes, the index does not follow; then it catches up

@@ -19,6 +19,9 @@ from ragmon.monitor.config.alerting import AlertsConfig
 from ragmon.monitor.core.model import IndexRef, TraceEvent
 from ragmon.monitor.core.pipeline import Observation
 from ragmon.monitor.core.signals.results import AccessFindings
+from ragmon.monitor.labeling.redact import RedactionConfig, Redactor
+
+SHOWN = Redactor(RedactionConfig(caller_key="alerts-test-key-0123456789")).shown_id
 
 
 class Clock:
@@ -50,7 +53,7 @@ class Receiver:
 
 
 def dispatcher(clock, *notifiers, **config) -> AlertDispatcher:
-    return AlertDispatcher(AlertBook(AlertsConfig(**config)), notifiers, clock)
+    return AlertDispatcher(AlertBook(AlertsConfig(**config), SHOWN), notifiers, clock)
 
 
 def webhook(receiver: Receiver, repeat: float = 3600.0) -> WebhookNotifier:
@@ -226,7 +229,7 @@ def test_a_hanging_notifier_never_holds_up_the_pipeline():
         return httpx.Response(200)
 
     notifier = WebhookNotifier("http://hang.test/", 30.0, 3600.0, transport=httpx.MockTransport(hang))
-    d = AlertDispatcher(AlertBook(AlertsConfig()), [notifier], tick=0.05)
+    d = AlertDispatcher(AlertBook(AlertsConfig(), SHOWN), [notifier], tick=0.05)
     d.start()
     sink = AlertSink(d)
     try:
@@ -293,3 +296,43 @@ def test_push_labels_refuse_what_an_alert_sets_itself_and_invalid_names(labels):
 
     with pytest.raises(ValidationError, match="push_labels"):
         AlertsConfig(push_labels=labels)
+
+
+def test_every_id_a_sender_chose_is_pushed_by_its_shown_id():
+    """Tenant, index, trace and document ids holding an e-mail address or a key are pushed by their
+    shown ids (labels, evidence, summary, links), each applied once; ids that only redact alike
+    stay apart, and the same private index scanned again is the same alert."""
+    clock, hook = Clock(), Receiver()
+    d = dispatcher(clock, webhook(hook))
+    tenant, index = "jane.doe@example.com", "hr AKIAIOSFODNN7EXAMPLE"
+    trace, doc = "trace of jane.doe@example.com", "doc AKIAIOSFODNN7EXAMPLE"
+    d.book.leak(tenant, index, 1, trace, [doc], clock.now)
+    d.book.leak("collide-alice@example.com", index, 1, "t-2", ["d-2"], clock.now)
+    d.book.leak("collide-bob@example.org", index, 1, "t-3", ["d-3"], clock.now)
+    d.scan_staleness({index: (30 * 3600.0, 1, [doc])}, clock.now)
+    d.book.probe("hr-payroll", tenant, [doc, *(f"d-{n}" for n in range(11))], clock.now)
+    d.run_once()
+    sent = hook.bodies[-1]["alerts"]
+    assert SHOWN(tenant) != tenant and SHOWN(index) != index and SHOWN(trace) != trace and SHOWN(doc) != doc
+    leaks = {a["labels"]["tenant"]: a for a in sent if a["labels"]["alertname"] == "RagmonPermissionLeakContext"}
+    assert set(leaks) == {SHOWN(tenant), SHOWN("collide-alice@example.com"), SHOWN("collide-bob@example.org")}
+    leak = leaks[SHOWN(tenant)]
+    assert leak["labels"]["index"] == SHOWN(index)
+    assert leak["annotations"]["trace_ids"] == SHOWN(trace) and leak["annotations"]["doc_ids"] == SHOWN(doc)
+    assert leak["annotations"]["summary"].endswith(f" in {SHOWN(tenant)}/{SHOWN(index)}")
+    assert leak["annotations"]["findings_command"] == (
+        f"ragmon findings list --signal permission_violation --tenant '{SHOWN(tenant)}' --index '{SHOWN(index)}' "
+        "--since 2h")
+    [stale] = [a for a in sent if a["labels"]["alertname"] == "RagmonIndexStale"]
+    assert stale["labels"]["index"] == SHOWN(index) and stale["annotations"]["doc_ids"] == SHOWN(doc)
+    assert SHOWN(index) in stale["annotations"]["summary"]
+    [probe] = [a for a in sent if a["labels"]["alertname"] == "RagmonProbeLeak"]
+    assert probe["annotations"]["tenant"] == SHOWN(tenant) and probe["annotations"]["count"] == "12"
+    assert probe["annotations"]["doc_ids"].split(",") == [SHOWN(doc), *(f"d-{n}" for n in range(9))]
+    for private in ("jane", "example.", "AKIA", "alice", "bob"):
+        assert private not in json.dumps(hook.bodies)
+    clock.now += 60
+    d.scan_staleness({index: (30 * 3600.0 + 60, 1, [doc])}, clock.now)
+    assert not d.book.leak(tenant, index, 1, "t-4", [], clock.now)
+    d.run_once()
+    assert not any(a.resolved for a in d.book.alerts())

@@ -25,11 +25,15 @@ pytestmark = pytest.mark.integration  # promtool, from the Prometheus package
 
 
 def annotations_for(name: str, labels: dict[str, str], config: AlertsConfig) -> dict[str, str]:
-    """What the rule of ``name`` and ``labels['severity']`` annotates, with its templates filled."""
-    [rule] = [r for r in rule_groups(config)["groups"][0]["rules"]
-              if r["alert"] == name and r["labels"]["severity"] == labels["severity"]]
+    """What the rule of ``name`` and ``labels['severity']`` annotates, with its templates filled:
+    plain ``{{ $labels.x }}`` by the label's value, the findings links as the push fills them
+    (tests/alerts/test_pasted_commands.py holds them to shlex.quote's rules for hostile values)."""
+    [rule] = [r for r in alert_rules(config) if r.name == name and r.severity == labels["severity"]]
+    [rendered] = [r for r in rule_groups(config)["groups"][0]["rules"]
+                  if r["alert"] == name and r["labels"]["severity"] == labels["severity"]]
+    links = rule.finding_links_for(labels)
     fill = lambda text: re.sub(r"\{\{ \$labels\.(\w+) \}\}", lambda m: labels[m.group(1)], text)  # noqa: E731
-    return {key: fill(value) for key, value in rule["annotations"].items()}
+    return {key: links.get(key) or fill(value) for key, value in rendered["annotations"].items()}
 
 
 def promtool(*args: str) -> subprocess.CompletedProcess:

@@ -62,7 +62,7 @@ class Hook:
 
 def with_push(runtime, clock) -> Hook:
     hook = Hook()
-    runtime.alerts = AlertDispatcher(AlertBook(runtime.settings.alerts), [
+    runtime.alerts = AlertDispatcher(AlertBook(runtime.settings.alerts, lambda value: value), [
         WebhookNotifier("http://hooks.test/", 5.0, 3600.0, transport=httpx.MockTransport(hook))], clock)
     return hook
 
