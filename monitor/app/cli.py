@@ -25,7 +25,18 @@ from ragmon.monitor.app.cli_events import events
 from ragmon.monitor.app.cli_findings import findings, trace
 from ragmon.monitor.app.cli_labels import labels
 from ragmon.monitor.app.cli_numbers import FINITE_FLOAT
-from ragmon.monitor.app.cli_output import FOUND, PORT_IN_USE, SOURCE_STOPPED, USAGE, errors, output_option, stdout
+from ragmon.monitor.app.cli_output import (
+    FOUND,
+    PORT_IN_USE,
+    SOURCE_STOPPED,
+    USAGE,
+    error,
+    errors,
+    output_option,
+    shown,
+    stdout,
+    visible,
+)
 from ragmon.monitor.app.cli_samples import samples
 from ragmon.monitor.app.findings_view import ReadView
 from ragmon.monitor.app.wiring import (
@@ -54,8 +65,8 @@ log = logging.getLogger(__name__)
 def _settings(ctx: click.Context) -> Settings:
     try:
         settings = load_settings(ctx.obj.get("config"))
-    except ConfigError as error:
-        errors.print(f"[red]error:[/red] {error}", highlight=False)
+    except ConfigError as problem:
+        error(problem)
         ctx.exit(2)
     logs.configure(settings.log.level, settings.log.format)
     return settings
@@ -69,8 +80,8 @@ def _exposure(ctx: click.Context, settings: Settings, host: str) -> bool:
     token = settings.http.token.get_secret_value() if settings.http.token else None
     try:
         unauthenticated = check_exposure(host, token, settings.http.allow_unauthenticated)
-    except ExposureRefused as error:
-        errors.print(f"[red]error:[/red] {error}", highlight=False)
+    except ExposureRefused as problem:
+        error(problem)
         ctx.exit(2)
     if unauthenticated:
         log.warning("serving %s without a token (http.allow_unauthenticated): anyone who can reach the port "
@@ -102,10 +113,9 @@ def _bind(ctx: click.Context, host: str, port: int) -> socket.socket:
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as uvicorn binds: a restart need not wait
     try:
         sock.bind((host, port))
-    except OSError as error:
+    except OSError as problem:
         sock.close()
-        reason = escape(error.strerror or str(error))
-        errors.print(f"[red]error:[/red] cannot listen on {escape(host)}:{port}: {reason}", highlight=False)
+        error(f"cannot listen on {host}:{port}: {problem.strerror or problem}")
         ctx.exit(PORT_IN_USE)
     sock.set_inheritable(True)
     return sock
@@ -117,7 +127,7 @@ def _announce(settings: Settings, line: str) -> None:
     if settings.log.format == "json":
         log.info(line)
     else:
-        errors.print(line, highlight=False, markup=False)
+        errors.print(shown(line))
 
 
 def _serving(settings: Settings, host: str, port: int) -> Settings:
@@ -160,14 +170,16 @@ class _Main(click.Group):
 
         try:
             return super().invoke(ctx)
-        except (ConfigError, SchemaOutdated, Retryable) as error:
-            errors.print(f"[red]error:[/red] {error}", highlight=False)
+        except click.ClickException as problem:  # click prints it: a value it names is made visible first
+            problem.message = visible(problem.message)
+            raise
+        except (ConfigError, SchemaOutdated, Retryable) as problem:
+            error(problem)
             ctx.exit(USAGE)
-        except OSError as error:
-            if error.filename is None:  # not a file the user named: a bug or the machine, with its traceback
+        except OSError as problem:
+            if problem.filename is None:  # not a file the user named: a bug or the machine, with its traceback
                 raise
-            errors.print(f"[red]error:[/red] {escape(str(error.filename))}: {escape(error.strerror or '')}",
-                         highlight=False)
+            error(f"{problem.filename}: {problem.strerror or ''}")
             ctx.exit(USAGE)
 
 
@@ -236,7 +248,7 @@ def replay(ctx: click.Context, file: Path, batch_size: int, retries: int, json_o
         TextColumn("[bold]replay[/bold] {task.description}"), BarColumn(), TransferSpeedColumn(),
         TextColumn("line {task.fields[line]}"), TimeElapsedColumn(), console=errors, transient=True,
     )
-    task = progress.add_task(str(file), total=total, line=0)
+    task = progress.add_task(escape(visible(file)), total=total, line=0)  # the column reads markup
     source = JsonlSource(
         stream, pipeline.process, path=str(file), batch_size=batch_size,
         max_record_bytes=settings.limits.max_event_bytes, keep_bytes=settings.dead_letter.max_raw_bytes,
@@ -247,8 +259,8 @@ def replay(ctx: click.Context, file: Path, batch_size: int, retries: int, json_o
     try:
         with progress:
             source.run()
-    except SourceStopped as error:
-        errors.print(f"[red]error:[/red] {error}", highlight=False)
+    except SourceStopped as problem:
+        error(problem)
         ctx.exit(1)
     finally:
         runtime.close()
@@ -292,10 +304,10 @@ def _print_replay(summary: dict) -> None:
         table.add_row("[red]rejected[/red]", reason, str(n))
     console.print(table)
     rate = summary["records_per_second"]
-    console.print(f"{summary['records']} records in {summary['seconds']:.2f} s "
-                  f"({rate if rate is not None else '-'} records/s)")
+    console.print(shown(f"{summary['records']} records in {summary['seconds']:.2f} s "
+                        f"({rate if rate is not None else '-'} records/s)"))
     if summary["dead_letter_file"]:
-        console.print(f"rejected records are in {summary['dead_letter_file']}")
+        console.print(shown(f"rejected records are in {summary['dead_letter_file']}"))
 
 
 @main.command()
@@ -365,7 +377,7 @@ def serve(ctx: click.Context, host: str | None, port: int | None) -> None:
     server.run(sockets=[listening])
     failed = [source.error for source in sources if source.error is not None]
     if failed:
-        errors.print(f"[red]error:[/red] a source stopped: {failed[0]}", highlight=False)
+        error(f"a source stopped: {failed[0]}")
         ctx.exit(SOURCE_STOPPED)
 
 
@@ -428,11 +440,11 @@ def healthcheck(ctx: click.Context, timeout: float) -> None:
         verify.verify_mode = ssl.CERT_NONE
     try:
         status = httpx.get(url, timeout=timeout, verify=verify).status_code
-    except httpx.HTTPError as error:
-        errors.print(f"unhealthy: {url}: {type(error).__name__}", highlight=False)
+    except httpx.HTTPError as problem:
+        errors.print(shown(f"unhealthy: {url}: {type(problem).__name__}"))
         ctx.exit(1)
     if status != 200:
-        errors.print(f"unhealthy: {url}: HTTP {status}", highlight=False)
+        errors.print(shown(f"unhealthy: {url}: HTTP {status}"))
         ctx.exit(1)
 
 
@@ -473,8 +485,8 @@ def probe_run(ctx: click.Context, output: str) -> None:
             colour = "green" if r.ok else "red"
             detail = (r.error or (f"must not see: {', '.join(r.leaked)}" if r.leaked else "")
                       or (f"nothing matched: {', '.join(r.missing)}" if r.missing else ""))
-            table.add_row(escape(r.name), escape(r.tenant), f"[{colour}]{r.verdict}[/]", str(r.retrieved),
-                          f"{r.seconds:.2f}", escape(detail))
+            table.add_row(shown(r.name), shown(r.tenant), shown(r.verdict, style=colour), str(r.retrieved),
+                          f"{r.seconds:.2f}", shown(detail))
         stdout().print(table)
     if any(not r.ok for r in results):
         ctx.exit(FOUND)
@@ -524,8 +536,8 @@ def demo(ctx: click.Context, traces: int, seconds: float, json_out: Path | None,
     print_report(console, report)
     if exported is not None:
         week, cases, where = exported
-        console.print(f"weekly export: {cases} redacted cases of {week} for labeling in {where}/ "
-                      "(cases.jsonl, tasks.json, label-config.xml)")
+        console.print(shown(f"weekly export: {cases} redacted cases of {week} for labeling in {where}/ "
+                            "(cases.jsonl, tasks.json, label-config.xml)"))
     if json_out is not None:
         json_out.write_text(json.dumps({
             "traces": report.traces, "simulated_hours": round(report.simulated_hours, 1),
@@ -568,7 +580,7 @@ def rules_render(ctx: click.Context, out_file: Path | None) -> None:
         click.echo(text, nl=False)
     else:
         out_file.write_text(text)
-        errors.print(f"rules written to {out_file}")
+        errors.print(shown(f"rules written to {out_file}"))
 
 
 @main.group()
@@ -588,7 +600,7 @@ def dashboard_render(out_dir: Path) -> None:
     out_dir.mkdir(parents=True, exist_ok=True)
     for name, text in render_dashboards().items():
         (out_dir / name).write_text(text)
-        errors.print(f"{out_dir / name}")
+        errors.print(shown(out_dir / name))
 
 
 @main.group()
@@ -616,7 +628,7 @@ def db_upgrade(ctx: click.Context) -> None:
         raise Retryable(f"database unavailable: {type(error).__name__}") from None
     finally:
         engine.dispose()
-    console.print(f"{mask_url(settings.database.url)}: schema {before or 'empty'} -> {after}")
+    console.print(shown(f"{mask_url(settings.database.url)}: schema {before or 'empty'} -> {after}"))
 
 
 main.add_command(eval_command)

@@ -9,7 +9,7 @@ import click
 from rich.table import Table
 
 from ragmon.monitor.app.cli_numbers import FINITE_FLOAT
-from ragmon.monitor.app.cli_output import output_option, stdout
+from ragmon.monitor.app.cli_output import output_option, shown, stdout, visible
 from ragmon.monitor.labeling.evaluate import METRICS, evaluate, gate, load_cases, load_runs, parse_threshold
 
 console = stdout()  # full-width lines when stdout is not a terminal
@@ -70,7 +70,7 @@ def eval_command(ctx: click.Context, cases_file: Path, run_file: Path | None, ru
     else:
         _print(report, ks)
     for failure in failures:
-        click.echo(f"FAIL {failure}", err=True)
+        click.echo(visible(f"FAIL {failure}"), err=True)
     if failures:
         raise SystemExit(1)
 
@@ -86,8 +86,8 @@ def _production(ctx: click.Context, cases, stage: str, write_run: Path | None):
     payloads = store_of(settings).payloads([origin_of(c) for c in cases])
     runs, missing = production_run(cases, payloads, stage, compile_refusals(settings.signals.refusal_patterns))
     if missing:
-        click.echo(f"{len(missing)} cases have no stored trace (scored as retrieving nothing), "
-                   f"e.g. {', '.join(missing[:3])}", err=True)
+        click.echo(visible(f"{len(missing)} cases have no stored trace (scored as retrieving nothing), "
+                           f"e.g. {', '.join(missing[:3])}"), err=True)
     if write_run is not None:
         write_run.write_bytes(b"".join(msgspec.json.encode(run) + b"\n" for run in runs))
     return runs
@@ -100,13 +100,13 @@ def _print(report: dict, ks: list[int]) -> None:
         for column in ("group", "cases", *METRICS):
             table.add_column(column, justify="left" if column == "group" else "right")
         for name, group in groups.items():
-            table.add_row(name, str(group["answerable"]), *(_fmt(group["metrics"][f"{m}@{k}"]) for m in METRICS))
+            table.add_row(shown(name), str(group["answerable"]), *(_fmt(group["metrics"][f"{m}@{k}"]) for m in METRICS))
         console.print(table)
     abstention = Table(title="unanswerable cases and abstention")
     for column in ("group", "unanswerable", "correct abstentions", "false abstentions", "no run"):
         abstention.add_column(column, justify="left" if column == "group" else "right")
     for name, group in groups.items():
-        abstention.add_row(name, str(group["unanswerable"]), _fmt(group["correct_abstention_rate"]),
+        abstention.add_row(shown(name), str(group["unanswerable"]), _fmt(group["correct_abstention_rate"]),
                            _fmt(group["false_abstention_rate"]), str(group["missing_runs"]))
     console.print(abstention)
     overall = groups.get("all", {})

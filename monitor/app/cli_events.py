@@ -12,11 +12,10 @@ from pathlib import Path
 
 import click
 from rich.table import Table
-from rich.text import Text
 
 from ragmon.collectors.files import JsonlSource
 from ragmon.monitor.app.cli_context import settings_of
-from ragmon.monitor.app.cli_output import FOUND, output_option, stdout
+from ragmon.monitor.app.cli_output import FOUND, output_option, shown, stdout
 from ragmon.monitor.core.decode import Decoder
 from ragmon.monitor.core.errors import InvalidInput
 from ragmon.monitor.core.pipeline import BatchResult, Rejection
@@ -70,13 +69,13 @@ def check(ctx: click.Context, file: Path, output: str) -> None:
         console = stdout()
         if rejected:
             first = f", the first {SHOWN}" if len(rejected) > SHOWN else ""
-            table = Table(title=Text(f"{len(rejected)} rejected lines{first}"))
+            table = Table(title=shown(f"{len(rejected)} rejected lines{first}"))
             for column in ("line", "reason", "detail"):
                 table.add_column(column, justify="right" if column == "line" else "left")
             for r in rejected[:SHOWN]:
-                table.add_row(str(r["line"]), r["reason"], Text(r["detail"]))
+                table.add_row(str(r["line"]), r["reason"], shown(r["detail"]))  # detail may quote the line
             console.print(table)
         taken = ", ".join(f"{n} {kind}" for kind, n in sorted(accepted.items())) or "none"
-        console.print(Text(f"{sum(accepted.values())} events would be taken ({taken}), {len(rejected)} rejected"))
+        console.print(shown(f"{sum(accepted.values())} events would be taken ({taken}), {len(rejected)} rejected"))
     if rejected:
         ctx.exit(FOUND)

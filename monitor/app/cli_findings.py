@@ -10,10 +10,9 @@ from datetime import UTC, datetime
 
 import click
 from rich.table import Table
-from rich.text import Text
 
 from ragmon.monitor.app.cli_context import existing_engine_of, settings_of
-from ragmon.monitor.app.cli_output import FOUND, output_option, stdout
+from ragmon.monitor.app.cli_output import FOUND, output_option, shown, stdout, visible
 from ragmon.monitor.app.findings_view import findings_page, trace_view
 from ragmon.monitor.core.signals.explain import FindingSignal
 from ragmon.monitor.findings.query import MAX_LIMIT, QueryError
@@ -67,7 +66,7 @@ def show_trace(ctx: click.Context, trace_id: str, output: str) -> None:
     engine = existing_engine_of(settings_of(ctx))
     view = trace_view(FindingsStore(engine), SampleStore(engine), trace_id)
     if view is None:
-        click.echo(f"ragmon holds no finding and no sample of trace {trace_id}", err=True)
+        click.echo(f"ragmon holds no finding and no sample of trace {visible(trace_id)}", err=True)
         ctx.exit(FOUND)
     if output == "json":
         click.echo(json.dumps(view))
@@ -78,11 +77,11 @@ def show_trace(ctx: click.Context, trace_id: str, output: str) -> None:
     if sample is None:
         console.print("no sample stored")
     else:
-        console.print(f"sample: week {sample['week']}, {sample['status']}, strata {', '.join(sample['strata'])}")
+        console.print(shown(f"sample: week {sample['week']}, {sample['status']}, strata {', '.join(sample['strata'])}"))
 
 
 def _table(rows: list[dict], title: str, trace_column: bool = True) -> Table:
-    table = Table(title=Text(title))
+    table = Table(title=shown(title))
     columns = ["time", *(["trace id"] if trace_column else []), "tenant", "index", "signal", "stage", "documents",
                "reason"]
     for column in columns:
@@ -92,5 +91,5 @@ def _table(rows: list[dict], title: str, trace_column: bool = True) -> Table:
         when = datetime.fromtimestamp(row["time"], UTC).strftime("%Y-%m-%d %H:%M:%SZ")
         cells = [when, *([row["trace_id"]] if trace_column else []), row["tenant"], row["index"], row["signal"],
                  row["stage"] or "", documents, row["reason"]]
-        table.add_row(*(Text(cell) for cell in cells))  # Text: a `[group:x]` in a reason is not markup
+        table.add_row(*(shown(cell) for cell in cells))  # a `[group:x]` in a reason is not markup
     return table

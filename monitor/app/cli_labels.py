@@ -10,7 +10,7 @@ import click
 
 from ragmon.exporters.label_studio import LabelStudioError
 from ragmon.monitor.app.cli_context import label_studio_of, settings_of, store_of
-from ragmon.monitor.app.cli_output import stdout
+from ragmon.monitor.app.cli_output import shown, stdout, visible
 from ragmon.monitor.core.private_files import write_private
 from ragmon.monitor.labeling.labels import append_cases, read_labeled
 
@@ -43,8 +43,8 @@ def pull(ctx: click.Context, project: str | None, out_file: Path | None) -> None
     out_file = out_file or Path("ragmon-data") / "labels" / f"{re.sub(r'[^A-Za-z0-9._-]+', '-', title)}.json"
     write_private(out_file, (json.dumps(tasks, indent=1, sort_keys=True) + "\n").encode())  # labeled cases: 0600
     annotated = sum(1 for t in tasks if any(not a.get("was_cancelled") for a in t.get("annotations") or []))
-    console.print(f"{len(tasks)} tasks from project {title!r} in {out_file}: {annotated} annotated, "
-                  f"{len(tasks) - annotated} not yet")
+    console.print(shown(f"{len(tasks)} tasks from project {title!r} in {out_file}: {annotated} annotated, "
+                        f"{len(tasks) - annotated} not yet"))
 
 
 @labels.command("import")
@@ -61,14 +61,15 @@ def import_labels(ctx: click.Context, file: Path, dataset: Path | None, dry_run:
     dataset = dataset or settings.regression.cases
     reviewed = read_labeled(file.read_bytes())
     for problem in reviewed.problems:
-        click.echo(f"problem: {problem.where}: {problem.message}", err=True)
+        click.echo(visible(f"problem: {problem.where}: {problem.message}"), err=True)
     if dry_run:
-        console.print(f"dry run: {len(reviewed.cases)} cases would be imported, {reviewed.unlabeled} not labeled yet")
+        console.print(shown(f"dry run: {len(reviewed.cases)} cases would be imported, {reviewed.unlabeled} not "
+                            "labeled yet"))
     else:
         added, present = append_cases(dataset, reviewed.cases)
         labeled = store_of(settings).mark_labeled([c["id"] for c in reviewed.cases])
-        console.print(f"{len(added)} cases added to {dataset}, {len(present)} were there already; "
-                      f"{reviewed.unlabeled} tasks not labeled yet; {labeled} samples marked labeled")
+        console.print(shown(f"{len(added)} cases added to {dataset}, {len(present)} were there already; "
+                            f"{reviewed.unlabeled} tasks not labeled yet; {labeled} samples marked labeled"))
     if reviewed.problems:
         click.echo(f"{len(reviewed.problems)} tasks with problems were not imported", err=True)
         raise SystemExit(1)

@@ -8,10 +8,9 @@ from pathlib import Path
 
 import click
 from rich.table import Table
-from rich.text import Text
 
 from ragmon.monitor.app.cli_context import label_studio_of, settings_of, store_of
-from ragmon.monitor.app.cli_output import output_option, stdout
+from ragmon.monitor.app.cli_output import output_option, shown, stdout
 from ragmon.monitor.labeling.sample_store import STATUSES, SampleStore
 
 console = stdout()  # full-width lines when stdout is not a terminal
@@ -57,8 +56,8 @@ def list_samples(ctx: click.Context, week: str | None, tenant: str | None, statu
     for column in ("week", "tenant", "trace id", "strata", "split", "status"):
         table.add_column(column)
     for row in rows:
-        table.add_row(*(Text(cell) for cell in (row.week, row.tenant, row.trace_id, ", ".join(row.strata), row.split,
-                                                row.status)))
+        table.add_row(*(shown(cell) for cell in (row.week, row.tenant, row.trace_id, ", ".join(row.strata),
+                                                 row.split, row.status)))
     stdout().print(table)
 
 
@@ -79,9 +78,9 @@ def stats(ctx: click.Context, week: str | None, output: str) -> None:
     for column in ("week", "tenant", "stratum", "samples"):
         table.add_column(column, justify="right" if column == "samples" else "left")
     for (w, t, s), n in sorted(by_stratum.items()):
-        table.add_row(w, t, s, str(n))
+        table.add_row(shown(w), shown(t), shown(s), shown(n))
     console.print(table)
-    console.print("by status: " + ", ".join(f"{s} {by_status.get(s, 0)}" for s in STATUSES))
+    console.print(shown("by status: " + ", ".join(f"{s} {by_status.get(s, 0)}" for s in STATUSES)))
 
 
 @samples.command("pull")
@@ -99,8 +98,8 @@ def pull(ctx: click.Context, week: str, tenant: str | None, out_dir: Path | None
     _check_week(week)
     out_dir = out_dir or Path("ragmon-data") / "batches" / (f"{week}-{tenant}" if tenant else week)
     pulled = pull_week(_store(ctx), week, tenant=tenant, directory=out_dir)
-    console.print(f"{pulled.cases} cases for {week}{' / ' + tenant if tenant else ''} in {out_dir} "
-                  f"({pulled.exported} newly exported)")
+    console.print(shown(f"{pulled.cases} cases for {week}{' / ' + tenant if tenant else ''} in {out_dir} "
+                        f"({pulled.exported} newly exported)"))
 
 
 @samples.command("push")
@@ -130,9 +129,9 @@ def push(ctx: click.Context, week: str, tenant: str | None, project: str | None)
         raise click.ClickException(str(error)) from None
     where = f"{week}{' / ' + tenant if tenant else ''}"
     if not pushes:
-        console.print(f"no cases for {where}: nothing pushed to project {title!r}")
+        console.print(shown(f"no cases for {where}: nothing pushed to project {title!r}"))
         return
     pushed = pushes[0]
-    console.print(f"{pushed.imported} of {pulled.cases} cases for {where} imported into "
-                  f"project {title!r} (id {pushed.project_id}{', created' if pushed.created else ''}); "
-                  f"{pulled.cases - pushed.imported} were there already; {pulled.exported} newly exported")
+    console.print(shown(f"{pushed.imported} of {pulled.cases} cases for {where} imported into "
+                        f"project {title!r} (id {pushed.project_id}{', created' if pushed.created else ''}); "
+                        f"{pulled.cases - pushed.imported} were there already; {pulled.exported} newly exported"))
