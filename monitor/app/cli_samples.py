@@ -67,9 +67,12 @@ def list_samples(ctx: click.Context, week: str | None, tenant: str | None, statu
 @click.pass_context
 def stats(ctx: click.Context, week: str | None, output: str) -> None:
     """Samples per week, tenant and stratum, and per status."""
-    rows = _store(ctx).find(week=week)
-    by_stratum = Counter((r.week, r.tenant, s) for r in rows for s in r.strata)
-    by_status = Counter(r.status for r in rows)
+    by_stratum: Counter[tuple[str, str, str]] = Counter()
+    by_status: Counter[str] = Counter()
+    for tally in _store(ctx).tallies(week=week):  # counted in the database: no sample read whole
+        by_status[tally.status] += tally.samples
+        for stratum in tally.strata:
+            by_stratum[tally.week, tally.tenant or "", stratum] += tally.samples
     if output == "json":
         click.echo(json.dumps({"statuses": dict(by_status), "strata": [
             {"week": w, "tenant": t, "stratum": s, "samples": n} for (w, t, s), n in sorted(by_stratum.items())]}))

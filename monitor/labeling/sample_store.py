@@ -18,7 +18,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from sqlalchemy import JSON, Column, Engine, Index, String, delete, func, insert, text, type_coerce, update
+from sqlalchemy import JSON, Column, Engine, Index, String, cast, delete, func, insert, text, type_coerce, update
 from sqlalchemy import select as core_select
 from sqlalchemy.exc import SQLAlchemyError
 from sqlmodel import Field, Session, SQLModel, col, select
@@ -87,6 +87,18 @@ class NewSample:
         if callable(self.payload):
             self.payload = self.payload()
         return self.payload
+
+
+@dataclass(frozen=True, slots=True)
+class Tally:
+    """How many samples share a week, a tenant (None when not counted per tenant), a status and a
+    set of strata (see :meth:`SampleStore.tallies`)."""
+
+    week: str
+    tenant: str | None
+    status: str
+    strata: tuple[str, ...]
+    samples: int
 
 
 @dataclass
@@ -320,6 +332,20 @@ class SampleStore:
         """How many samples :meth:`find` would give without a limit."""
         with Session(self._engine) as session:
             return session.exec(_where(select(func.count()).select_from(Sample), week, tenant, status)).one()
+
+    def tallies(self, *, week: str | None = None, status: str | None = None, per_tenant: bool = True
+                ) -> list[Tally]:
+        """The samples counted by week, tenant (unless not ``per_tenant``), status and strata, in one
+        GROUP BY that reads no payload: what ``samples stats`` and the status page show. A set of
+        strata is grouped as stored (its JSON text, strata sorted), read back as a sorted tuple."""
+        table = Sample.__table__.c  # type: ignore[attr-defined]
+        strata = cast(table.strata, String)  # PostgreSQL cannot group a json column, its text it can
+        keys = [table.week, *([table.tenant] if per_tenant else []), table.status, strata]
+        query = _where(core_select(*keys, func.count()).group_by(*keys), week, None, status)
+        with self._engine.connect() as connection:
+            rows = connection.execute(query).all()
+        return [Tally(row[0], row[1] if per_tenant else None, row[-3], tuple(json.loads(row[-2])), row[-1])
+                for row in rows]
 
     def latest_weeks(self, n: int = 2) -> list[str]:
         with Session(self._engine) as session:
