@@ -1,7 +1,8 @@
 """The status page in a real browser (Debian's Chromium, driven through its WebDriver): a leak
 posted to a running ``ragmon serve`` shows on the page without a reload by hand (the page
 refreshes itself every 3 s), its trace link opens the trace's findings, and the browser logs no
-error."""
+error. A store filled by hostile traffic (a finding naming 400 long groups, 1,000 queued samples,
+1,000 tenants) keeps the page small; beside these, the bounds read from a runtime in this process."""
 
 from __future__ import annotations
 
@@ -11,12 +12,20 @@ import time
 
 import httpx
 import pytest
+from prometheus_client import CollectorRegistry
+from sqlalchemy import event
 
-from ragmon.monitor.app.status_page import REFRESH_SECONDS
+from ragmon.monitor.app.status_page import CELL_CHARS, LATEST_FINDINGS, REFRESH_SECONDS, StatusPage
+from ragmon.monitor.app.wiring import build_runtime
+from ragmon.monitor.config.settings import load_settings
+from ragmon.monitor.labeling.sample_store import NewSample
 from tests.ragmon_process import RagmonServer
 from tests.test_findings import _events
 
-pytestmark = pytest.mark.integration
+# The page of the hostile store below (20 findings and 50 tenant-index rows listed, each cell at
+# most CELL_CHARS characters) measured 19.7 KB; before the bounds it was 226 KB, most of it the
+# reason of the one finding naming 400 long groups.
+PAGE_BYTES = 32 * 1024
 
 # as the machine's notes start it: headless, and nothing reaching for the network on its own
 CHROMIUM_FLAGS = ("--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
@@ -88,6 +97,7 @@ def _click(browser, link_text: str) -> None:
     raise AssertionError(f"no link {link_text!r} on the page")
 
 
+@pytest.mark.integration
 def test_a_leak_shows_on_the_status_page_and_its_trace_opens(tmp_path, browser):
     from selenium.webdriver.common.by import By
 
@@ -117,3 +127,97 @@ def test_a_leak_shows_on_the_status_page_and_its_trace_opens(tmp_path, browser):
         assert browser.title == "ragmon status"
         errors = [entry for entry in browser.get_log("browser") if entry["level"] == "SEVERE"]
         assert errors == []
+
+
+def _long_groups_leak(now: float, tenant: str, trace_id: str, groups: int = 0) -> dict:
+    """A trace whose caller (in ``groups`` groups of 250 characters, besides staff) got a passage
+    only the board may read, in the context."""
+    passage = {"id": "minutes#1", "doc_id": "minutes", "doc_version": "v1", "score": 0.9, "acl": ["group:board"]}
+    names = ["staff", *(f"g{i:03d}-" + "x" * 245 for i in range(groups))]
+    return {"type": "trace", "trace_id": trace_id, "time": now - 5, "tenant": tenant,
+            "caller": {"id": "u-1", "groups": names}, "index": {"name": "hr"}, "query": f"question {trace_id}",
+            "retrievals": [{"retriever": "vector", "passages": [passage]}], "context": [passage],
+            "answer": {"text": "no"}}
+
+
+@pytest.mark.integration
+def test_a_hostile_store_keeps_the_page_small_and_it_renders(tmp_path, browser):
+    """1,000 tenants each leaking once (1,000 queued samples, 1,000 findings, 51 tenant label
+    values), then one leak by a caller in 400 groups of 250 characters: the page stays under
+    PAGE_BYTES, says how much it leaves out, and renders in Chromium without an error."""
+    from selenium.webdriver.common.by import By
+
+    now = time.time()
+    events = [_long_groups_leak(now, f"tenant-{i:04d}", f"leak-{i:04d}") for i in range(1000)]
+    events.append(_long_groups_leak(now, "acme", "many-groups", groups=400))
+    with RagmonServer(tmp_path, RAGMON_FINDINGS__PER_SIGNAL_PER_SECOND="1000") as server:
+        for start in range(0, len(events), 250):
+            answer = httpx.post(f"{server.url}/v1/events", timeout=60, headers={"content-type": "application/x-ndjson"},
+                                content="\n".join(json.dumps(e) for e in events[start:start + 250]))
+            assert answer.status_code == 200 and answer.json()["rejected"] == 0, answer.text
+        page = httpx.get(f"{server.url}/", timeout=30)
+        assert page.status_code == 200
+        assert "queued 1001" in page.text and "permission_violation</td><td class=\"n\">1001" in page.text
+        assert len(page.content) < PAGE_BYTES, len(page.content)
+        assert "many-groups" in page.text and "…" in page.text  # the reason naming 400 groups, cut
+        assert f"{LATEST_FINDINGS} of 2,002 shown" in page.text  # a leak at candidates and one at context each
+        assert "50 of 51 shown" in page.text  # tenant label values: the first 50 and `other`
+
+        browser.get(f"{server.url}/")
+        assert browser.title == "ragmon status"
+        body = browser.find_element(By.TAG_NAME, "body").text
+        assert f"{LATEST_FINDINGS} of 2,002 shown" in body
+        assert [entry for entry in browser.get_log("browser") if entry["level"] == "SEVERE"] == []
+
+
+@pytest.fixture
+def runtime(tmp_path):
+    """A runtime of this process on a SQLite file, as ``serve`` builds it."""
+    settings = load_settings(environ={"RAGMON_DATABASE__URL": f"sqlite:///{tmp_path / 'ragmon.db'}",
+                                      "RAGMON_DEAD_LETTER__PATH": str(tmp_path / "dead.jsonl")})
+    built = build_runtime(settings, registry=CollectorRegistry())
+    try:
+        yield built
+    finally:
+        built.close()
+
+
+def _finding(n: int, trace_id: str, reason: str = "catalog ACL [group:board] excludes the caller") -> dict:
+    return {"key": f"k{n}", "trace_id": trace_id, "time": 1_800_000_000.0 + n, "recorded_at": 1_800_000_000.0 + n,
+            "tenant": "acme", "index_name": "hr", "caller": "", "signal": "permission_violation", "stage": "context",
+            "passage_ids": ["minutes#1"], "documents": [["minutes", "v1"]], "reason": reason}
+
+
+def test_the_labeling_queue_is_read_as_counts_never_as_payloads(runtime):
+    runtime.samples.upsert([NewSample(f"t{i}", f"tenant-{i % 7}", "2026-W48", {"random"} | ({"low_score"} if i % 4 else
+                                      set()), "dev", f"f{i}", 0.0, {"query": "q" * 2000}) for i in range(1000)])
+    statements: list[str] = []
+    event.listen(runtime.engine, "before_cursor_execute", lambda *args: statements.append(args[2]))
+    page = StatusPage(runtime).render()
+    assert "random</td><td class=\"n\">1000" in page and "low_score</td><td class=\"n\">750" in page
+    assert [s for s in statements if "payload" in s] == []
+
+
+def test_long_cells_are_cut_and_a_table_says_how_many_it_left_out(runtime):
+    groups = ", ".join(f"group:g{i:03d}-" + "x" * 245 for i in range(400))
+    runtime.findings.add([_finding(n, f"trace-{n}") for n in range(29)]
+                         + [_finding(29, "many-groups", f"catalog ACL [group:board] excludes the caller [{groups}]")])
+    page = StatusPage(runtime).render()
+    assert len(page) < PAGE_BYTES, len(page)
+    assert f"{LATEST_FINDINGS} of 30 shown" in page and 'href="/api/v1/findings"' in page
+    cut = page[page.index("catalog ACL [group:board] excludes the caller [group:g000"):]
+    assert cut[:cut.index("</td>")].endswith("…") and len(cut[:cut.index("</td>")]) == CELL_CHARS
+
+
+def test_a_trace_page_is_found_by_its_raw_id_and_by_its_shown_id(runtime):
+    raw = "collide-alice@example.com"
+    shown = runtime.redactor.shown_id(raw)
+    assert shown != raw and "alice" not in shown
+    runtime.findings.add([_finding(1, shown)])
+    runtime.samples.upsert([NewSample(shown, "acme", "2026-W48", {"permission_violation"}, "dev", "f", 0.0, {})])
+    pages = StatusPage(runtime)
+    for asked in (raw, shown):
+        page = pages.trace(asked)
+        assert page is not None and f"trace {shown}" in page and "alice" not in page
+        assert "strata permission_violation" in page
+    assert pages.trace("collide-bob@example.org") is None  # redacts alike, a trace of its own

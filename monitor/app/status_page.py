@@ -5,6 +5,11 @@ linking to its trace's page), the labeling queue, and catalog health.
 
 Everything shown is what the metrics, the findings and the stores already hold (ids, counts,
 rules in words): no query or passage text. Every value goes through :func:`html.escape`.
+
+The page is bounded whatever is stored, since it is refreshed every few seconds: each table lists
+at most a fixed number of rows (the ones that matter most first) and says how many it left out and
+where to read them all; each cell is cut to :data:`CELL_CHARS` characters; the labeling queue is
+read as counts, never as samples.
 """
 
 from __future__ import annotations
@@ -18,13 +23,21 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
+from sqlalchemy import Engine, func, select
+
 from ragmon.monitor.findings.store import FindingQuery, FindingRow
 
 if TYPE_CHECKING:
     from ragmon.monitor.app.wiring import Runtime
 
 REFRESH_SECONDS = 3  # a new leak shows within 5 s
-LATEST_FINDINGS = 20
+LATEST_FINDINGS = 20  # findings listed, newest first; all of them through GET /api/v1/findings
+SIGNAL_ROWS = 50  # (tenant, index) rows of the signals: the labels' caps allow 51 x 51 of them
+ALERT_ROWS = 20
+CATALOG_ROWS = 50  # indexes listed, the stalest first
+TRACE_FINDINGS = 100  # a trace's findings on its page (a trace has a handful); all through the API
+CELL_CHARS = 200  # a longer cell (a reason naming hundreds of groups, a list of documents) is cut
+COUNTED_AT_MOST = 10_000  # findings counted for "N of TOTAL shown"; beyond, "more than 10,000"
 # (column, metric, labels it must have): the signals per tenant and index, from the metrics
 SIGNAL_COLUMNS: tuple[tuple[str, str, dict[str, str]], ...] = (
     ("answers", "ragmon_answers_total", {}),
@@ -42,12 +55,31 @@ border-bottom:1px solid #ddd;text-align:left;vertical-align:top}td.n{text-align:
 .bad{color:#b00;font-weight:600}.muted{color:#777}"""
 
 
-def _e(value: Any) -> str:
-    return html.escape(str(value), quote=True)
-
-
 def _when(seconds: float) -> str:
     return datetime.fromtimestamp(seconds, UTC).strftime("%Y-%m-%d %H:%M:%SZ")
+
+
+def _cut(value: Any) -> str:
+    """``value`` as text of at most :data:`CELL_CHARS` characters, an ellipsis ending a cut one."""
+    text = str(value)
+    return text if len(text) <= CELL_CHARS else text[:CELL_CHARS - 1] + "…"
+
+
+def _e(value: Any) -> str:
+    return html.escape(_cut(value), quote=True)
+
+
+def _trace_link(trace_id: str) -> str:
+    return f'<a href="/traces/{quote(trace_id, safe="")}">{_e(trace_id)}</a>'
+
+
+def _part(shown: int, total: int, where: str = "", capped: bool = False) -> str:
+    """The line under a table listing ``shown`` of ``total`` rows (``capped``: ``total`` is where
+    counting stopped, there are more): nothing when it lists them all."""
+    if shown >= total and not capped:
+        return ""
+    counted = f"more than {total:,}" if capped else f"{total:,}"
+    return f'<p class="muted">{shown} of {counted} shown{where}</p>'
 
 
 def _table(headers: Sequence[str], rows: Iterable[Sequence[str]], numeric: Sequence[int] = ()) -> str:
@@ -83,16 +115,30 @@ class StatusPage:
         return _page("ragmon status", body, REFRESH_SECONDS)
 
     def trace(self, trace_id: str) -> str | None:
-        """The page of one trace: its findings and its sample's strata; None when ragmon holds neither."""
-        rows = self._runtime.findings.find(FindingQuery(trace_id=trace_id, limit=1000))
-        sample = self._runtime.samples.find_one(trace_id)
-        if not rows and sample is None:
+        """The page of one trace, looked up by the id as given (a shown id, or an id shown as it
+        is), else by its shown id (``Redactor.shown_id``): its findings and its sample's strata;
+        None when ragmon holds neither. The page names the trace by the id the stores hold."""
+        for stored_id in self._stored_ids(trace_id):
+            rows = self._runtime.findings.find(FindingQuery(trace_id=stored_id, limit=TRACE_FINDINGS))
+            sample = self._runtime.samples.find_one(stored_id)
+            if rows or sample is not None:
+                break
+        else:
             return None
-        body = (f'<p><a href="/">← status</a></p><h1>trace {_e(trace_id)}</h1><h2>findings</h2>'
-                + _findings_table(rows, with_trace=False) + "<h2>sample</h2>"
+        total, capped = (len(rows), False) if len(rows) < TRACE_FINDINGS else _count(self._runtime.engine, stored_id)
+        api = f"/api/v1/traces/{quote(stored_id, safe='')}"
+        body = (f'<p><a href="/">← status</a></p><h1>trace {_e(stored_id)}</h1><h2>findings</h2>'
+                + _findings_table(rows, with_trace=False)
+                + _part(len(rows), total, f', all of them: <a href="{api}">{_e(api)}</a>', capped)
+                + "<h2>sample</h2>"
                 + (f"<p>week {_e(sample.week)}, {_e(sample.status)}, strata {_e(', '.join(sample.strata))}</p>"
                    if sample is not None else '<p class="muted">not sampled</p>'))
-        return _page(f"ragmon trace {trace_id}", body, None)
+        return _page(f"ragmon trace {_cut(stored_id)}", body, None)
+
+    def _stored_ids(self, trace_id: str) -> list[str]:
+        redactor = self._runtime.redactor
+        shown = redactor.shown_id(trace_id) if redactor is not None else trace_id
+        return [trace_id] if shown == trace_id else [trace_id, shown]
 
     # -- sections ----------------------------------------------------------------------------------
 
@@ -104,7 +150,7 @@ class StatusPage:
         with self._lock:
             previous, self._previous = self._previous, (now, dict(by_source))
         rows = []
-        for source, n in sorted(by_source.items()):
+        for source, n in sorted(by_source.items()):  # a closed set of sources
             rate = "–"
             if previous is not None and now > previous[0]:
                 rate = f"{(n - previous[1].get(source, 0)) / (now - previous[0]):.1f}"
@@ -112,7 +158,7 @@ class StatusPage:
             rows.append((_e(source), _e(n), rate, _e(duplicates.get(source, 0)),
                          _e(_when(newest)) if newest else "–"))
         reasons: Counter[str] = Counter()
-        for (_, reason), n in rejected.items():
+        for (_, reason), n in rejected.items():  # a closed set of reasons
             reasons[reason] += n
         letters = _table(("reason", "records"), ((_e(r), _e(n)) for r, n in reasons.most_common()), numeric=(1,))
         return ("<h2>ingest</h2>" + _table(("source", "events", "per second", "duplicates", "last event"), rows,
@@ -130,8 +176,11 @@ class StatusPage:
                 for column, metric, match in SIGNAL_COLUMNS:
                     if metric == sample.name and all(sample.labels.get(k) == v for k, v in match.items()):
                         counts[key][column] += sample.value
+        # the pairs with leaks first, then stale passages served, then the busiest
+        ordered = sorted(counts.items(), key=lambda item: (-item[1]["leaks (context)"], -item[1]["stale served"],
+                                                           -item[1]["answers"], item[0]))
         rows = []
-        for (tenant, index), row in sorted(counts.items()):
+        for (tenant, index), row in ordered[:SIGNAL_ROWS]:
             cells = []
             for column, _, _ in SIGNAL_COLUMNS:
                 value = int(row[column])
@@ -139,32 +188,37 @@ class StatusPage:
                 cells.append(f'<span class="bad">{value}</span>' if bad else str(value))
             rows.append((_e(tenant), _e(index), *cells))
         headers = ("tenant", "index", *(column for column, _, _ in SIGNAL_COLUMNS))
-        return "<h2>signals per tenant and index</h2>" + _table(headers, rows, numeric=range(2, len(headers)))
+        return ("<h2>signals per tenant and index</h2>" + _table(headers, rows, numeric=range(2, len(headers)))
+                + _part(len(rows), len(counts), ', those with the most leaks first; all of them in '
+                        '<a href="/metrics">/metrics</a>'))
 
     def _alerts(self) -> str:
         dispatcher = self._runtime.alerts
         if dispatcher is None:
             return ('<h2>alerts</h2><p class="muted">no direct push configured (alerts.alertmanager_url, '
                     "alerts.webhook_url): Prometheus raises them from the rules</p>")
-        firing = [a for a in dispatcher.book.alerts() if not a.resolved]
+        firing = sorted((a for a in dispatcher.book.alerts() if not a.resolved), key=lambda a: -a.starts_at)
         rows = [(_e(a.name), _e(", ".join(f"{k}={v}" for k, v in a.labels)), _e(a.count),
-                 " ".join(f'<a href="/traces/{quote(t, safe="")}">{_e(t)}</a>' for t in a.trace_ids),
-                 _e(_when(a.starts_at))) for a in firing]
-        return "<h2>alerts firing (pushed)</h2>" + _table(("alert", "labels", "count", "traces", "since"), rows,
-                                                          numeric=(2,))
+                 " ".join(_trace_link(t) for t in a.trace_ids), _e(_when(a.starts_at))) for a in firing[:ALERT_ROWS]]
+        return ("<h2>alerts firing (pushed)</h2>"
+                + _table(("alert", "labels", "count", "traces", "since"), rows, numeric=(2,))
+                + _part(len(rows), len(firing), ", the newest first"))
 
     def _findings(self) -> str:
         rows = self._runtime.findings.find(FindingQuery(limit=LATEST_FINDINGS))
-        return f"<h2>latest findings</h2>{_findings_table(rows, with_trace=True)}"
+        total, capped = (len(rows), False) if len(rows) < LATEST_FINDINGS else _count(self._runtime.engine)
+        return (f"<h2>latest findings</h2>{_findings_table(rows, with_trace=True)}"
+                + _part(len(rows), total, ', all of them: <a href="/api/v1/findings">/api/v1/findings</a>', capped))
 
     def _samples(self) -> str:
         store = self._runtime.samples
         statuses = store.counts_by_status()
         weeks = store.latest_weeks(1)
         strata: Counter[str] = Counter()
-        if weeks:
-            for sample in store.find(week=weeks[0], status="queued"):
-                strata.update(sample.strata)
+        if weeks:  # counted in the database: a sample's payload is never read here
+            for tally in store.tallies(week=weeks[0], status="queued", per_tenant=False):
+                for stratum in tally.strata:
+                    strata[stratum] += tally.samples
         return ("<h2>labeling queue</h2><p>" + _e(", ".join(f"{s} {n}" for s, n in sorted(statuses.items()))
                                                   or "empty") + "</p>"
                 + (f"<p>queued in {_e(weeks[0])}, by stratum:</p>" if weeks else "")
@@ -172,18 +226,33 @@ class StatusPage:
 
     def _catalog(self, now: float) -> str:
         health = self._runtime.catalog.health(now)
+        stalest = sorted(health.items(), key=lambda item: (-item[1].max_staleness_seconds, item[0]))
         rows = [(_e(index), _e(h.stale_documents), _e(f"{h.max_staleness_seconds / 3600:.1f}"),
-                 _e(h.embedding_models), _e(", ".join(h.stalest))) for index, h in sorted(health.items())]
+                 _e(h.embedding_models), _e(", ".join(h.stalest))) for index, h in stalest[:CATALOG_ROWS]]
         return ("<h2>catalog</h2>" + f"<p>{_e(len(self._runtime.catalog.documents))} documents</p>"
                 + _table(("index", "stale documents", "max staleness (h)", "embedding models", "stalest"), rows,
-                         numeric=(1, 2, 3)))
+                         numeric=(1, 2, 3))
+                + _part(len(rows), len(health), ', the stalest first; all of them in <a href="/metrics">/metrics</a>'))
+
+
+def _count(engine: Engine, trace_id: str | None = None) -> tuple[int, bool]:
+    """The findings stored (of one trace), counted up to :data:`COUNTED_AT_MOST`, and whether there
+    are more: counting stops there, so a page refreshed every few seconds never walks the whole
+    table."""
+    table = FindingRow.__table__.c  # type: ignore[attr-defined]
+    rows = select(table.id)
+    if trace_id is not None:
+        rows = rows.where(table.trace_id == trace_id)
+    with engine.connect() as connection:
+        n = connection.execute(select(func.count()).select_from(rows.limit(COUNTED_AT_MOST + 1).subquery())).one()[0]
+    return min(n, COUNTED_AT_MOST), n > COUNTED_AT_MOST
 
 
 def _findings_table(rows: Sequence[FindingRow], with_trace: bool) -> str:
     cells = []
     for row in rows:
         documents = ", ".join(doc + (f"@{version}" if version else "") for doc, version in row.documents)
-        trace = [f'<a href="/traces/{quote(row.trace_id, safe="")}">{_e(row.trace_id)}</a>'] if with_trace else []
+        trace = [_trace_link(row.trace_id)] if with_trace else []
         cells.append((_e(_when(row.time)), *trace, _e(row.tenant), _e(row.index_name), _e(row.signal),
                       _e(row.stage or ""), _e(documents), _e(row.reason)))
     headers = ("time", *(["trace"] if with_trace else []), "tenant", "index", "signal", "stage", "documents",
