@@ -48,9 +48,9 @@ def _events(now: float) -> list[dict]:
     ]
 
 
-def _seed(scratch: Path, events: list[dict]) -> dict:
+def _seed(scratch: Path, events: list[dict], refused: int = 0) -> dict:
     """The environment of a ragmon database in ``scratch`` that a real ``ragmon replay`` filled
-    with ``events``."""
+    with ``events``, of which ``refused`` are dead-lettered (into ``dead.jsonl``)."""
     environ = {**{k: v for k, v in os.environ.items()
                   if not k.startswith("RAGMON_") and k not in ("NO_COLOR", "FORCE_COLOR", "COLUMNS", "LINES")},
                "RAGMON_DATABASE__URL": f"sqlite:///{scratch / 'ragmon.db'}",
@@ -59,8 +59,8 @@ def _seed(scratch: Path, events: list[dict]) -> dict:
     path.write_text("".join(json.dumps(e) + "\n" for e in events))
     done = subprocess.run([str(RAGMON), "replay", str(path), "-o", "json"], env=environ, cwd=scratch,
                           capture_output=True, text=True, timeout=120)
-    assert done.returncode == 0, done.stderr
-    assert json.loads(done.stdout)["rejected"] == {}
+    assert done.returncode == (1 if refused else 0), done.stderr  # replay exits 1 when it refused any
+    assert sum(json.loads(done.stdout)["rejected"].values()) == refused, done.stdout
     return environ
 
 
@@ -181,3 +181,18 @@ def test_json_output_is_exact_json_and_holds_no_control_character(seeded):
 ])
 def test_visible_escapes_what_steers_a_terminal_and_keeps_the_rest(value, printed):
     assert visible(value) == printed
+
+
+def test_dead_letters_list_shows_an_edited_letter_and_obeys_none(tmp_path):
+    """A letter's detail is ragmon's own words, but the file (or a topic message) can be edited:
+    what ``dead-letters list`` prints of it is made visible like every other value."""
+    refused = {"type": "trace", "trace_id": "refused", "time": time.time(), "index": {"name": "hr"}}  # no query
+    environ = _seed(tmp_path, [refused], refused=1)
+    letters = tmp_path / "dead.jsonl"
+    letter = json.loads(letters.read_text().splitlines()[0])
+    letters.write_text(json.dumps({**letter, "detail": "edited" + HOSTILE}) + "\n")
+    status, written = in_terminal(["dead-letters", "list"], tmp_path, environ)
+    bare = assert_inert(written)
+    assert status == 0, bare
+    assert "edited" + visible(HOSTILE) in bare
+

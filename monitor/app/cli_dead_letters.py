@@ -28,13 +28,12 @@ from typing import Any
 import click
 from rich.console import Console
 from rich.table import Table
-from rich.text import Text
 
 from ragmon.collectors.kafka_dead_letter_reader import read_topic_letters
 from ragmon.collectors.letter_body import UnreadableRaw, open_raw
 from ragmon.collectors.letters import Letter, LettersRead, Unusable, read_letter_files
 from ragmon.monitor.app.cli_context import settings_of
-from ragmon.monitor.app.cli_output import FOUND, output_option, stdout
+from ragmon.monitor.app.cli_output import FOUND, output_option, shown, stdout
 from ragmon.monitor.app.letter_replay import replay_notes, replay_records
 from ragmon.monitor.config.settings import Settings
 from ragmon.monitor.findings.query import QueryError, parse_since
@@ -96,11 +95,11 @@ def _print_unusable(console: Console, unusable: list[Unusable]) -> None:
     """The letters that could not be read, by where they lie, at most :data:`NAMED` of them."""
     if not unusable:
         return
-    console.print(Text(f"{len(unusable)} letters unusable, skipped (fix or remove them; the others are unaffected):"))
+    console.print(shown(f"{len(unusable)} letters unusable, skipped (fix or remove them; the others are unaffected):"))
     for entry in unusable[:NAMED]:
-        console.print(Text(f"  {entry.where}: {entry.problem}"))
+        console.print(shown(f"  {entry.where}: {entry.problem}"))
     if len(unusable) > NAMED:
-        console.print(Text(f"  and {len(unusable) - NAMED} more"))
+        console.print(shown(f"  and {len(unusable) - NAMED} more"))
 
 
 @click.group("dead-letters")
@@ -137,25 +136,25 @@ def list_letters(ctx: click.Context, reason: str | None, since: str | None, limi
                 why = str(error)
         return why or "possible"
 
-    shown = [{"time": letter.time, "source": letter.source, "reason": letter.reason, "detail": letter.detail,
+    listed = [{"time": letter.time, "source": letter.source, "reason": letter.reason, "detail": letter.detail,
               "origin": letter.origin, "size": letter.size, "privilege": letter.privilege.value,
               "where": letter.where, "replay": replay(letter),
               "replayed": replayed.get(letter.key, {}).get("outcome")} for letter in selected[:limit]]
     if output == "json":
-        click.echo(json.dumps({"letters": shown, "total": len(selected), **_unusable_json(read.unusable)}))
+        click.echo(json.dumps({"letters": listed, "total": len(selected), **_unusable_json(read.unusable)}))
     else:
-        table = Table(title=Text(f"{len(shown)} of {len(selected)} dead letters {read_where}, newest first"))
+        table = Table(title=shown(f"{len(listed)} of {len(selected)} dead letters {read_where}, newest first"))
         for column in ("time", "source", "reason", "detail", "origin", "privilege", "replay"):
             table.add_column(column)
-        for letter in shown:
+        for letter in listed:
             replay_cell = letter["replay"] if letter["replayed"] is None else f"replayed: {letter['replayed']}"
-            table.add_row(*(Text(str(cell)) for cell in (
+            table.add_row(*(shown(cell) for cell in (
                 letter["time"], letter["source"], letter["reason"], letter["detail"], json.dumps(letter["origin"]),
                 letter["privilege"], replay_cell)))
         console = stdout()
         console.print(table)
         by_reason = Counter(letter.reason for letter in selected)
-        console.print(Text("by reason: " + (", ".join(f"{r} {n}" for r, n in by_reason.most_common()) or "none")))
+        console.print(shown("by reason: " + (", ".join(f"{r} {n}" for r, n in by_reason.most_common()) or "none")))
         _print_unusable(console, read.unusable)
     if read.unusable:
         ctx.exit(FOUND)
@@ -207,14 +206,14 @@ def replay_letters(ctx: click.Context, reason: str | None, since: str | None, gr
     else:
         console = stdout()
         if grant_catalog:
-            console.print(Text(f"--grant-catalog: {granted} letters replayed with the catalog right, "
+            console.print(shown(f"--grant-catalog: {granted} letters replayed with the catalog right, "
                                "which their senders lacked"))
         skipped_words = ", ".join(f"{n} {why}" for why, n in skipped.items()) or "none"
-        console.print(Text(f"{summary['replayed']} letters replayed: {outcomes['accepted']} accepted, "
+        console.print(shown(f"{summary['replayed']} letters replayed: {outcomes['accepted']} accepted, "
                            f"{outcomes['rejected again']} rejected again (dead letters again, with their new "
                            f"reason); skipped: {skipped_words}"))
         if result is not None and result.refused_catalog:
-            console.print(Text(f"{result.refused_catalog} refused not_permitted: their senders lacked the catalog "
+            console.print(shown(f"{result.refused_catalog} refused not_permitted: their senders lacked the catalog "
                                "right; once you have checked them, replay them with --grant-catalog"))
         _print_unusable(console, unusable)
     if outcomes["rejected again"] or unusable:
