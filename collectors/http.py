@@ -1,4 +1,5 @@
-"""The one HTTP port of ``ragmon serve``: native event ingest, metrics and health (docs/deployment.md).
+"""The HTTP port of ``ragmon serve``: native event ingest, metrics, health and the read side
+(``http_read``; docs/deployment.md).
 
 ``POST /v1/events`` takes a JSON array, one JSON object, or NDJSON (optionally gzip-compressed)
 and answers with the accepted and rejected counts and each rejection's position and reason.
@@ -13,6 +14,10 @@ non-loopback address without a token (``http_access.check_exposure``). Bodies ar
 header (a browser, possibly on another site's behalf) is refused unless ``http.allowed_origins``
 lists that origin, and ``/v1/events`` takes only JSON and NDJSON content types, so a cross-site
 form post cannot reach the pipeline.
+
+Who may read: ``http_access.ReadAccess`` (the ingest token never reads). Every answer carries the
+headers of ``http_guard`` and, with an allowlist given, names one of our hosts; with a read port,
+``http_ports`` keeps the read side on it.
 """
 
 from __future__ import annotations
@@ -21,8 +26,7 @@ import contextlib
 import logging
 import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
-from typing import Any, Protocol
+from collections.abc import Callable, Sequence
 
 from anyio import CapacityLimiter, to_thread
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
@@ -31,10 +35,10 @@ from prometheus_client.openmetrics.exposition import generate_latest as openmetr
 from starlette.applications import Starlette
 from starlette.middleware import Middleware
 from starlette.requests import Request
-from starlette.responses import HTMLResponse, JSONResponse, PlainTextResponse, Response
+from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import Route
 
-from ragmon.collectors.http_access import bearer_matches
+from ragmon.collectors.http_access import ReadAccess, bearer_matches
 from ragmon.collectors.http_body import (
     EVENT_MEDIA_TYPES,
     BodyError,
@@ -44,7 +48,10 @@ from ragmon.collectors.http_body import (
     retry_after,
     split_events,
 )
+from ragmon.collectors.http_guard import SECURITY_HEADERS, BrowserGuard, HostAllowlist
 from ragmon.collectors.http_metrics import Observe, RequestMetrics
+from ragmon.collectors.http_ports import PortSplit
+from ragmon.collectors.http_read import ReadApi, is_read_path, read_routes
 from ragmon.collectors.otlp import OtlpReceiver
 from ragmon.monitor.core.errors import Retryable
 from ragmon.monitor.core.pipeline import Processor
@@ -53,21 +60,7 @@ from ragmon.monitor.core.records import Privilege, RawRecord
 log = logging.getLogger(__name__)
 SOURCE = "http"
 MAX_REJECTIONS_LISTED = 100  # an answer lists this many rejections, then counts the rest
-
-
-class ReadApi(Protocol):
-    """What the read API serves (``monitor/app/findings_view.py``); ``findings`` raises
-    ValueError, naming the parameter, for a query it cannot answer."""
-
-    def findings(self, params: Mapping[str, str]) -> dict[str, Any]: ...
-
-    def trace(self, trace_id: str) -> dict[str, Any] | None: ...
-
-    def page(self) -> str:
-        """The status page (HTML)."""
-
-    def trace_page(self, trace_id: str) -> str | None:
-        """The page of one trace (HTML), None when nothing is known of it."""
+HEALTH = ("/healthz", "/readyz")  # no data: answered on every port, whatever the Host
 
 
 class PendingLimit:
@@ -123,14 +116,17 @@ def build_app(
     ingest: bool = True,
     observe_request: Observe | None = None,
     read_api: ReadApi | None = None,
-    read_token: str | None = None,
+    reads: ReadAccess | None = None,
+    hosts: HostAllowlist | None = None,
+    read_port: int | None = None,
 ) -> Starlette:
     """The ASGI app. ``ready`` answers /readyz; ``on_startup`` runs before the first request,
     ``on_shutdown`` after the last one. Without ``ingest`` (the scheduler process) only /metrics
     and the health endpoints are served. ``observe_request`` is told the route, status and duration
     of every request (``collectors/http_metrics.py``). ``read_api`` serves ``GET /api/v1/findings``
     and ``GET /api/v1/traces/{trace_id}`` (JSON), the status page ``GET /`` and a page per trace
-    ``GET /traces/{trace_id}`` (HTML), guarded by ``read_token`` when one is given.
+    ``GET /traces/{trace_id}`` (HTML), as ``reads`` allows (default: open to all). ``hosts``: the
+    ``Host`` allowlist (None: no check); ``read_port``: the port the read side is served on alone.
 
     Catalog writes (document and index events) are a privilege: with ``catalog_token`` set, only
     a request carrying it may make them (it is accepted as the ingest token too); without one,
@@ -261,42 +257,6 @@ def build_app(
         ok = await to_thread.run_sync(ready, limiter=probes)
         return PlainTextResponse("ready" if ok else "not ready", status_code=200 if ok else 503)
 
-    def unauthorized() -> Response:
-        return PlainTextResponse("missing or wrong bearer token", status_code=401,
-                                 headers={"WWW-Authenticate": "Bearer"})
-
-    async def findings(request: Request) -> Response:
-        if not bearer_matches(request, read_token):
-            return unauthorized()
-        try:
-            page = await to_thread.run_sync(read_api.findings, dict(request.query_params), limiter=probes)
-        except ValueError as error:
-            return JSONResponse({"error": str(error)}, status_code=400)
-        return JSONResponse(page)
-
-    async def trace(request: Request) -> Response:
-        if not bearer_matches(request, read_token):
-            return unauthorized()
-        trace_id = request.path_params["trace_id"]
-        view = await to_thread.run_sync(read_api.trace, trace_id, limiter=probes)
-        if view is None:
-            return JSONResponse({"error": "ragmon holds no finding and no sample of this trace"}, status_code=404)
-        return JSONResponse(view)
-
-    async def status(request: Request) -> Response:
-        if not bearer_matches(request, read_token):
-            return unauthorized()
-        return HTMLResponse(await to_thread.run_sync(read_api.page, limiter=probes))
-
-    async def trace_page(request: Request) -> Response:
-        if not bearer_matches(request, read_token):
-            return unauthorized()
-        page = await to_thread.run_sync(read_api.trace_page, request.path_params["trace_id"], limiter=probes)
-        if page is None:
-            return HTMLResponse("<!doctype html><title>not found</title><p>ragmon holds nothing of this trace.</p>"
-                                '<p><a href="/">status</a></p>', status_code=404)
-        return HTMLResponse(page)
-
     @contextlib.asynccontextmanager
     async def lifespan(app):
         if on_startup is not None:
@@ -314,10 +274,18 @@ def build_app(
         Route("/readyz", readyz, methods=["GET"]),
     ]
     if read_api is not None:
-        routes += [Route("/api/v1/findings", findings, methods=["GET"]),
-                   Route("/api/v1/traces/{trace_id:path}", trace, methods=["GET"]),
-                   Route("/", status, methods=["GET"]),
-                   Route("/traces/{trace_id:path}", trace_page, methods=["GET"])]
-    counted = [] if observe_request is None else [
+        routes += read_routes(read_api, reads if reads is not None else ReadAccess(), probes)
+    # outermost first: every answer counted (a refused Host too), then guarded, then kept to its port
+    middleware = [] if observe_request is None else [
         Middleware(RequestMetrics, observe=observe_request, routes=[route.path for route in routes])]
-    return Starlette(routes=routes, middleware=counted, lifespan=lifespan)
+    middleware.append(Middleware(BrowserGuard, hosts=hosts, exempt=HEALTH))
+    if read_port is not None:
+        middleware.append(Middleware(PortSplit, read_port=read_port, is_read=is_read_path, shared=frozenset(HEALTH)))
+    return Starlette(routes=routes, middleware=middleware, lifespan=lifespan,
+                     exception_handlers={Exception: server_error})
+
+
+async def server_error(request: Request, error: Exception) -> Response:
+    """The answer to a request whose handler failed (the traceback goes to the log): it leaves
+    outside the middleware, so it carries the security headers itself."""
+    return PlainTextResponse("Internal Server Error", status_code=500, headers=SECURITY_HEADERS)

@@ -1,10 +1,11 @@
 """Who may use the HTTP port: the rule that keeps a non-loopback port from being open to anyone,
-and bearer tokens."""
+bearer tokens, and who may read."""
 
 from __future__ import annotations
 
 import hmac
 import ipaddress
+from collections.abc import Collection, Mapping
 
 from starlette.requests import Request
 
@@ -44,3 +45,66 @@ def bearer_matches(request: Request, expected: str | None) -> bool:
         return True
     given = request.headers.get("authorization", "")
     return hmac.compare_digest(given.encode(), f"Bearer {expected}".encode())
+
+
+class ReadRefused(Exception):
+    """A read the request may not make: ``status`` (401, 403) and a message saying what it lacks."""
+
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+class ReadAccess:
+    """Who may read (the status page, trace pages, the read API): the rule of docs/deployment.md,
+    "The read side".
+
+    With a read credential configured (``token``, or ``tenant_tokens``: token -> the tenants it
+    reads), a read must carry one of them; no other token (the ingest token, the catalog token)
+    reads. Without any, reads are open when ``closed`` is None (a loopback bind, or a port opened
+    on purpose) and refused with ``closed`` as the reason otherwise."""
+
+    def __init__(self, token: str | None = None, tenant_tokens: Mapping[str, Collection[str]] | None = None,
+                 closed: str | None = None) -> None:
+        self._token = token
+        self._tenant_tokens = {secret.encode(): frozenset(tenants) for secret, tenants in (tenant_tokens or {}).items()}
+        self._closed = closed
+
+    @classmethod
+    def for_bind(cls, host: str, token: str | None, tenant_tokens: Mapping[str, Collection[str]],
+                 unauthenticated: bool) -> ReadAccess:
+        """The rule of a port bound to ``host``; ``unauthenticated``: the port was opened to anyone on
+        purpose (:func:`check_exposure`), reads included when no read credential is set."""
+        if token or tenant_tokens or is_loopback(host) or unauthenticated:
+            return cls(token, tenant_tokens)
+        return cls(closed=f"reads are closed: http.host {host} is not a loopback address and no read token is "
+                   "set; set http.read_token (RAGMON_HTTP__READ_TOKEN), or http.read_tokens for tenant-scoped "
+                   "tokens (the ingest token never reads)")
+
+    @property
+    def closed(self) -> str | None:
+        """Why every read is refused, or None when reads are possible."""
+        return self._closed
+
+    @property
+    def guarded(self) -> bool:
+        """Whether a read needs a token."""
+        return self._token is not None or bool(self._tenant_tokens)
+
+    def reader(self, request: Request) -> frozenset[str] | None:
+        """The tenants the request may read (None: every tenant); raises :class:`ReadRefused`."""
+        if self._closed is not None:
+            raise ReadRefused(403, self._closed)
+        if not self.guarded:
+            return None
+        if self._token is not None and bearer_matches(request, self._token):
+            return None
+        given = request.headers.get("authorization", "").encode()
+        scoped = None
+        for secret, tenants in self._tenant_tokens.items():  # every one compared: the time tells nothing
+            if hmac.compare_digest(given, b"Bearer " + secret):
+                scoped = tenants
+        if scoped is None:
+            raise ReadRefused(401, "missing or wrong bearer token: reads need a read token (http.read_token or "
+                              "http.read_tokens); the ingest token does not read")
+        return scoped

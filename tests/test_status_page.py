@@ -1,14 +1,18 @@
 """The status page in a real browser (Debian's Chromium, driven through its WebDriver): a leak
 posted to a running ``ragmon serve`` shows on the page without a reload by hand (the page
-refreshes itself every 3 s), its trace link opens the trace's findings, and the browser logs no
-error. A store filled by hostile traffic (a finding naming 400 long groups, 1,000 queued samples,
-1,000 tenants) keeps the page small; beside these, the bounds read from a runtime in this process."""
+refreshes itself every 3 s), its trace link opens the trace's findings, the page renders under
+its Content-Security-Policy, and the browser logs no error. A store filled by hostile traffic (a
+finding naming 400 long groups, 1,000 queued samples, 1,000 tenants) keeps the page small, and a
+page on a DNS name rebound to the loopback address cannot read the port; beside these, the
+bounds read from a runtime in this process."""
 
 from __future__ import annotations
 
 import json
 import shutil
+import threading
 import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import httpx
 import pytest
@@ -20,6 +24,7 @@ from ragmon.monitor.app.wiring import build_runtime
 from ragmon.monitor.config.settings import load_settings
 from ragmon.monitor.labeling.sample_store import NewSample
 from tests.ragmon_process import RagmonServer
+from tests.services.harness import free_port
 from tests.test_findings import _events
 
 # The page of the hostile store below (20 findings and 50 tenant-index rows listed, each cell at
@@ -33,21 +38,36 @@ CHROMIUM_FLAGS = ("--headless", "--no-sandbox", "--disable-gpu", "--disable-quic
                   "--disable-dev-shm-usage")
 
 
-@pytest.fixture
-def browser(tmp_path):
+def chromium(tmp_path, *flags: str):
     from selenium import webdriver
     from selenium.webdriver.chrome.service import Service
 
-    chromium, driver = shutil.which("chromium"), shutil.which("chromedriver")
-    if chromium is None or driver is None:
+    binary, driver = shutil.which("chromium"), shutil.which("chromedriver")
+    if binary is None or driver is None:
         pytest.fail("chromium and chromedriver are missing: run tests/services/install.sh")
     options = webdriver.ChromeOptions()
-    options.binary_location = chromium
-    for flag in (*CHROMIUM_FLAGS, f"--user-data-dir={tmp_path / 'profile'}"):
+    options.binary_location = binary
+    for flag in (*CHROMIUM_FLAGS, f"--user-data-dir={tmp_path / 'profile'}", *flags):
         options.add_argument(flag)
     options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
     session = webdriver.Chrome(options=options, service=Service(executable_path=driver))
     session.set_page_load_timeout(30)
+    return session
+
+
+@pytest.fixture
+def browser(tmp_path):
+    session = chromium(tmp_path)
+    try:
+        yield session
+    finally:
+        session.quit()
+
+
+@pytest.fixture
+def rebinding_browser(tmp_path):
+    """A browser that resolves rebind.test to 127.0.0.1, as a DNS name an attacker rebound would."""
+    session = chromium(tmp_path, "--host-resolver-rules=MAP rebind.test 127.0.0.1")
     try:
         yield session
     finally:
@@ -108,6 +128,8 @@ def test_a_leak_shows_on_the_status_page_and_its_trace_opens(tmp_path, browser):
         # the page reloads itself (a new leak shows within a refresh of being processed)
         refresh = browser.find_element(By.CSS_SELECTOR, 'meta[http-equiv="refresh"]').get_attribute("content")
         assert refresh == str(REFRESH_SECONDS)
+        # its inline style applies under the Content-Security-Policy (which allows no script)
+        assert browser.execute_script("return getComputedStyle(document.body).fontSize") == "14px"
         answer = httpx.post(f"{server.url}/v1/events", content="\n".join(json.dumps(e) for e in _events(time.time())),
                             headers={"content-type": "application/x-ndjson"})
         assert answer.status_code == 200 and answer.json()["accepted"] == 4
@@ -127,6 +149,49 @@ def test_a_leak_shows_on_the_status_page_and_its_trace_opens(tmp_path, browser):
         assert browser.title == "ragmon status"
         errors = [entry for entry in browser.get_log("browser") if entry["level"] == "SEVERE"]
         assert errors == []
+
+
+class _AttackerPage(BaseHTTPRequestHandler):
+    """What the attacker's server answers at rebind.test before the name points at 127.0.0.1."""
+
+    def do_GET(self) -> None:
+        body = b"<!doctype html><title>cat pictures</title><p>nothing to see</p>"
+        self.send_response(200)
+        self.send_header("content-type", "text/html")
+        self.send_header("content-length", str(len(body)))
+        self.send_header("connection", "close")
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args) -> None:
+        pass
+
+
+@pytest.mark.integration
+def test_a_page_on_a_rebound_name_cannot_read_the_findings(tmp_path, rebinding_browser):
+    """DNS rebinding: the attacker's page loads from its server at http://rebind.test:PORT/, then the
+    name answers 127.0.0.1, where ragmon listens on that port: the page's script is same-origin
+    with ragmon, and its fetch of the findings reaches ragmon, naming rebind.test as the Host."""
+    port = free_port()
+    attacker = ThreadingHTTPServer(("127.0.0.1", port), _AttackerPage)
+    threading.Thread(target=attacker.serve_forever, daemon=True).start()
+    rebinding_browser.get(f"http://rebind.test:{port}/")
+    assert rebinding_browser.title == "cat pictures"
+    attacker.shutdown()
+    attacker.server_close()
+    server = RagmonServer(tmp_path)
+    server.port, server.url = port, f"http://127.0.0.1:{port}"
+    with server:
+        answer = httpx.post(f"{server.url}/v1/events", content="\n".join(json.dumps(e) for e in _events(time.time())),
+                            headers={"content-type": "application/x-ndjson"})
+        assert answer.status_code == 200
+        assert httpx.get(f"{server.url}/api/v1/findings").json()["findings"]  # there is something to steal
+        status, body = rebinding_browser.execute_async_script(
+            "const done = arguments[arguments.length - 1];"
+            "fetch('/api/v1/findings').then(r => r.text().then(t => done([r.status, t])))"
+            ".catch(e => done(['failed', String(e)]));")
+    assert status == 421, (status, body[:300])
+    assert "permission_violation" not in body and "http.allowed_hosts" in body
 
 
 def _long_groups_leak(now: float, tenant: str, trace_id: str, groups: int = 0) -> dict:

@@ -84,21 +84,24 @@ def _exposure(ctx: click.Context, settings: Settings, host: str) -> bool:
         error(problem)
         ctx.exit(2)
     if unauthenticated:
+        readers = "" if settings.http.read_token or settings.http.read_tokens else (
+            " and read every tenant's findings, traces and the status page (set http.read_token to guard reads)")
         log.warning("serving %s without a token (http.allow_unauthenticated): anyone who can reach the port "
-                    "can send events", host)
+                    "can send events%s", host, readers)
     return unauthenticated
 
 
 def _http_options(settings: Settings, host: str) -> dict:
     """The options of the HTTP app that come from the ``http`` section and the address served."""
     from ragmon.collectors.http_access import is_loopback
+    from ragmon.monitor.app.read_side import host_allowlist
 
     http = settings.http
     return {"token": http.token.get_secret_value() if http.token else None,
             "catalog_token": http.catalog_token.get_secret_value() if http.catalog_token else None,
             "guard_catalog": not is_loopback(host),
             "metrics_token": http.metrics_token.get_secret_value() if http.metrics_token else None,
-            "read_token": reader.get_secret_value() if (reader := http.read_token or http.token) else None,
+            "hosts": host_allowlist(settings, host),
             "allowed_origins": http.allowed_origins, "max_body_bytes": http.max_body_bytes,
             "max_records": http.max_records_per_request, "max_pending": http.max_pending_requests,
             "body_timeout": http.body_timeout_seconds, "max_inflight_bytes": http.max_inflight_bytes,
@@ -315,20 +318,27 @@ def _print_replay(summary: dict) -> None:
 @click.option("--port", type=int, help="Port to listen on (default from config: http.port).")
 @click.pass_context
 def serve(ctx: click.Context, host: str | None, port: int | None) -> None:
-    """Run the monitor: HTTP ingest, /metrics and health on one port (embedded mode).
+    """Run the monitor: HTTP ingest, /metrics, health and the read side on one port (embedded
+    mode), or the read side on a port of its own (http.read_port).
 
     Stops gracefully on SIGTERM or Ctrl-C: requests in flight finish and are persisted first.
     """
     import uvicorn
 
     from ragmon.collectors.http import build_app
+    from ragmon.monitor.app.read_side import read_access
 
     settings = _settings(ctx)
     host = host or settings.http.host
     port = port or settings.http.port
+    read_port = settings.http.read_port
+    if read_port == port:
+        raise ConfigError(f"http.read_port {read_port} is the port served (--port): give the read side a port of "
+                          "its own, or leave http.read_port unset")
     unauthenticated = _exposure(ctx, settings, host)
+    reads = read_access(settings, host, unauthenticated)
     settings = _serving(settings, host, port)
-    listening = _bind(ctx, host, port)
+    listening = [_bind(ctx, host, port), *([_bind(ctx, host, read_port)] if read_port else [])]
     runtime = build_runtime(settings, schema_wait=settings.database.schema_wait_seconds, command="serve")
     runtime.metrics.http_unauthenticated.set(1 if unauthenticated else 0)
     otlp = build_otlp(runtime)
@@ -367,14 +377,17 @@ def serve(ctx: click.Context, host: str | None, port: int | None) -> None:
     app = build_app(runtime.pipeline.process, runtime.registry, ready, **_http_options(settings, host),
                     on_startup=start_sources, on_shutdown=stop, otlp=otlp,
                     observe_request=runtime.metrics.http_requests.observe,
-                    read_api=ReadView(runtime))
+                    read_api=ReadView(runtime), reads=reads, read_port=read_port)
     kafka = f", consuming {settings.kafka.traces_topic}" if settings.kafka.bootstrap_servers else ""
-    routes = ("POST /v1/events" + (", POST /v1/traces" if otlp is not None else "")
-              + ", GET / (status), /metrics, /healthz, /readyz, /api/v1/findings, /api/v1/traces/{id}")
-    _announce(settings, f"ragmon serving on {_scheme(settings)}://{host}:{port}{kafka} ({routes})")
+    routes = ("POST /v1/events" + (", POST /v1/traces" if otlp is not None else "") + ", GET /metrics, /healthz, "
+              "/readyz")
+    reading = "GET / (status), /traces/{id}, /api/v1/findings, /api/v1/traces/{id}" + (
+        " (closed: see the warning above)" if reads.closed else "")
+    where = (f"{routes}; reads on port {read_port}: {reading}" if read_port else f"{routes}, {reading}")
+    _announce(settings, f"ragmon serving on {_scheme(settings)}://{host}:{port}{kafka} ({where})")
     server = uvicorn.Server(uvicorn.Config(app, host=host, port=port, log_config=None, access_log=False,
                                            timeout_graceful_shutdown=30, **_tls_options(settings)))
-    server.run(sockets=[listening])
+    server.run(sockets=listening)
     failed = [source.error for source in sources if source.error is not None]
     if failed:
         error(f"a source stopped: {failed[0]}")

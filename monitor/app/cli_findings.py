@@ -13,7 +13,7 @@ from rich.table import Table
 
 from ragmon.monitor.app.cli_context import existing_engine_of, settings_of
 from ragmon.monitor.app.cli_output import FOUND, output_option, shown, stdout, visible
-from ragmon.monitor.app.findings_view import findings_page, trace_view
+from ragmon.monitor.app.findings_view import findings_page, stored_ids_for, trace_view
 from ragmon.monitor.core.signals.explain import FindingSignal
 from ragmon.monitor.findings.query import MAX_LIMIT, QueryError
 from ragmon.monitor.findings.store import FindingsStore
@@ -38,11 +38,12 @@ def findings() -> None:
 def list_findings(ctx: click.Context, signal: str | None, tenant: str | None, index: str | None, since: str | None,
                   limit: int, output: str) -> None:
     """The newest findings first, each with its rule in words."""
-    store = FindingsStore(existing_engine_of(settings_of(ctx)))
+    settings = settings_of(ctx)
+    store = FindingsStore(existing_engine_of(settings))
     params = {name: value for name, value in (("signal", signal), ("tenant", tenant), ("index", index),
                                                ("since", since), ("limit", str(limit))) if value}
     try:
-        page = findings_page(store, params, time.time())
+        page = findings_page(store, params, time.time(), stored_ids_for(settings))
     except QueryError as error:
         raise click.UsageError(str(error)) from None
     if output == "json":
@@ -63,8 +64,12 @@ def trace() -> None:
 def show_trace(ctx: click.Context, trace_id: str, output: str) -> None:
     """Every finding of TRACE_ID with its reason, and its sample if one was stored (redacted).
     Exit 1 when ragmon holds neither."""
-    engine = existing_engine_of(settings_of(ctx))
-    view = trace_view(FindingsStore(engine), SampleStore(engine), trace_id)
+    settings = settings_of(ctx)
+    engine = existing_engine_of(settings)
+    try:
+        view = trace_view(FindingsStore(engine), SampleStore(engine), trace_id, stored_ids_for(settings))
+    except QueryError as error:
+        raise click.UsageError(str(error)) from None
     if view is None:
         click.echo(f"ragmon holds no finding and no sample of trace {visible(trace_id)}", err=True)
         ctx.exit(FOUND)

@@ -1,46 +1,103 @@
 """What the read API and the CLI show of the findings: a page of findings, and one trace with its
 findings and its sample. ``collectors/http.py`` serves these as ``GET /api/v1/findings`` and
-``GET /api/v1/traces/{trace_id}``; ``ragmon findings list`` and ``ragmon trace show`` print them."""
+``GET /api/v1/traces/{trace_id}``; ``ragmon findings list`` and ``ragmon trace show`` print them.
+
+Ids a sender chose (trace ids, tenants, index names) are stored by their shown id
+(``Redactor.shown_id``, docs/sampling.md "Shown ids"): a reader may give either the id itself or
+the shown id, and both are looked up (:class:`StoredIds`). A reader whose token is scoped to some
+tenants sees only their findings and samples. Every answer is bounded: a page of findings stops at
+:data:`RESPONSE_BUDGET_BYTES` and says where to go on (``next_cursor``).
+"""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import json
+from collections.abc import Collection, Iterable, Mapping
+from dataclasses import replace
+from itertools import product
 from typing import TYPE_CHECKING, Any
 
+from pydantic import SecretStr
+
 from ragmon.monitor.app.status_page import StatusPage
-from ragmon.monitor.findings.query import query_from
-from ragmon.monitor.findings.store import FindingQuery, FindingsStore, as_json
-from ragmon.monitor.labeling.sample_store import SampleStore
+from ragmon.monitor.config.settings import ConfigError, Settings
+from ragmon.monitor.findings.query import QueryError, query_from
+from ragmon.monitor.findings.store import FindingQuery, FindingRow, FindingsStore, as_json
+from ragmon.monitor.labeling.redact import Redactor
+from ragmon.monitor.labeling.sample_store import Sample, SampleStore
 
 if TYPE_CHECKING:
     from ragmon.monitor.app.wiring import Runtime
 
 TRACE_FINDINGS_SHOWN = 1000  # a trace has a handful; this bounds a hostile one
+RESPONSE_BUDGET_BYTES = 1024 * 1024  # the findings of one answer, as JSON; a client pages on beyond it
 
 
-def findings_page(store: FindingsStore, params: Mapping[str, str], now: float) -> dict[str, Any]:
-    """``{"findings": [...], "next_cursor": id | None}``, newest first; raises
-    :class:`~ragmon.monitor.findings.query.QueryError` for a bad parameter."""
+class StoredIds:
+    """How an id a reader gives is looked up: by its shown id, and as given (it may be a shown id
+    already, copied from another answer or an alert)."""
+
+    def __init__(self, redactor: Redactor) -> None:
+        self._redactor = redactor
+
+    def of(self, value: str, parameter: str) -> tuple[str, ...]:
+        """The stored values ``value`` may stand for, the shown id first; raises
+        :class:`QueryError` naming ``parameter`` when the shown id needs a key this process lacks."""
+        try:
+            shown = self._redactor.shown_id(value)
+        except ValueError:
+            raise QueryError(f"{parameter}: this id is stored by a keyed hash; set redaction.caller_key (as the "
+                             "serving process has it) to look it up") from None
+        return (shown,) if shown == value else (shown, value)
+
+    def scope(self, tenants: Iterable[str]) -> frozenset[str]:
+        """The stored tenant values a reader scoped to ``tenants`` (as configured) may see."""
+        return frozenset(stored for tenant in tenants for stored in self.of(tenant, "tenant"))
+
+
+def stored_ids_for(settings: Settings) -> StoredIds:
+    """The look-up of a command that reads the database ``serve`` writes: keyed as ``serve`` is.
+    Without a key (a shared database and no ``redaction.caller_key``), ids shown as they are are
+    still found; one that needs the key is refused, naming the setting."""
+    from ragmon.monitor.app.wiring import caller_key
+
+    try:
+        key = caller_key(settings)
+    except ConfigError:
+        return StoredIds(Redactor(settings.redaction, require_key=False))
+    return StoredIds(Redactor(settings.redaction.model_copy(update={"caller_key": SecretStr(key)}), require_key=False))
+
+
+def findings_page(store: FindingsStore, params: Mapping[str, str], now: float, ids: StoredIds, *,
+                  tenants: frozenset[str] | None = None, budget: int = RESPONSE_BUDGET_BYTES) -> dict[str, Any]:
+    """``{"findings": [...], "next_cursor": id | None}``, newest first, at most ``limit`` rows and
+    (but for the first row) ``budget`` bytes of JSON; ``tenants``: the stored tenant values the
+    reader may see (None: all). Raises :class:`QueryError` for a bad parameter."""
     query = query_from(params, now)
-    rows = store.find(query)
-    more = len(rows) == query.limit
-    return {"findings": [as_json(row) for row in rows], "next_cursor": rows[-1].id if more and rows else None}
+    return _bounded(_find_any(store, _alternatives(query, ids, tenants), query.limit), query.limit, budget)
 
 
-def trace_view(store: FindingsStore, samples: SampleStore, trace_id: str) -> dict[str, Any] | None:
+def trace_view(store: FindingsStore, samples: SampleStore, trace_id: str, ids: StoredIds, *,
+               tenants: frozenset[str] | None = None, budget: int = RESPONSE_BUDGET_BYTES) -> dict[str, Any] | None:
     """Every finding of the trace, newest first, and its stored sample (redacted) if one was
-    stored; None when ragmon holds neither."""
-    rows = store.find(FindingQuery(trace_id=trace_id, limit=TRACE_FINDINGS_SHOWN))
-    sample = samples.find_one(trace_id)
-    if not rows and sample is None:
+    stored; None when ragmon holds neither (or none the reader's ``tenants`` may see). The trace is
+    named by its shown id. Findings beyond ``budget`` bytes are left for the findings API:
+    ``findings_next_cursor`` is then the ``cursor`` of ``/api/v1/findings?trace_id=…``."""
+    for stored in ids.of(trace_id, "trace_id"):
+        rows = store.find(FindingQuery(trace_id=stored, limit=TRACE_FINDINGS_SHOWN))
+        sample = samples.find_one(stored)
+        if tenants is not None:
+            rows = [row for row in rows if row.tenant in tenants]
+            sample = sample if sample is not None and sample.tenant in tenants else None
+        if rows or sample is not None:
+            break
+    else:
         return None
-    return {
-        "trace_id": trace_id,
-        "findings": [as_json(row) for row in rows],
-        "sample": None if sample is None else {
-            "strata": sample.strata, "status": sample.status, "week": sample.week, "split": sample.split,
-            "trace": sample.payload},
-    }
+    shown_sample = None if sample is None else _sample_json(sample)
+    sample_size = len(json.dumps(shown_sample, ensure_ascii=False).encode())
+    page = _bounded(rows, TRACE_FINDINGS_SHOWN, budget - sample_size)
+    return {"trace_id": stored, "findings": page["findings"], "findings_next_cursor": page["next_cursor"],
+            "sample": shown_sample}
 
 
 class ReadView:
@@ -49,15 +106,61 @@ class ReadView:
     def __init__(self, runtime: Runtime) -> None:
         self._runtime = runtime
         self._status = StatusPage(runtime, runtime.clock)
+        self._ids = StoredIds(runtime.redactor)
 
-    def findings(self, params: Mapping[str, str]) -> dict[str, Any]:
-        return findings_page(self._runtime.findings, params, self._runtime.clock())
+    def findings(self, params: Mapping[str, str], tenants: Collection[str] | None = None) -> dict[str, Any]:
+        scope = None if tenants is None else self._ids.scope(tenants)
+        return findings_page(self._runtime.findings, params, self._runtime.clock(), self._ids, tenants=scope)
 
-    def trace(self, trace_id: str) -> dict[str, Any] | None:
-        return trace_view(self._runtime.findings, self._runtime.samples, trace_id)
+    def trace(self, trace_id: str, tenants: Collection[str] | None = None) -> dict[str, Any] | None:
+        scope = None if tenants is None else self._ids.scope(tenants)
+        return trace_view(self._runtime.findings, self._runtime.samples, trace_id, self._ids, tenants=scope)
 
     def page(self) -> str:
         return self._status.render()
 
     def trace_page(self, trace_id: str) -> str | None:
-        return self._status.trace(trace_id)
+        for stored in self._ids.of(trace_id, "trace_id"):
+            if (page := self._status.trace(stored)) is not None:
+                return page
+        return None
+
+
+def _sample_json(sample: Sample) -> dict[str, Any]:
+    return {"strata": sample.strata, "status": sample.status, "week": sample.week, "split": sample.split,
+            "trace": sample.payload}
+
+
+def _bounded(rows: list[FindingRow], limit: int, budget: int) -> dict[str, Any]:
+    """``rows`` as JSON up to ``budget`` bytes (but at least one), and the cursor of the next page:
+    the last row shown when the budget or ``limit`` cut the page short, else None."""
+    shown: list[dict[str, Any]] = []
+    size = 0
+    for row in rows:
+        item = as_json(row)
+        size += len(json.dumps(item, ensure_ascii=False, separators=(",", ":")).encode()) + 1
+        if shown and size > budget:
+            return {"findings": shown, "next_cursor": shown[-1]["id"]}
+        shown.append(item)
+    return {"findings": shown, "next_cursor": rows[-1].id if rows and len(rows) >= limit else None}
+
+
+def _alternatives(query: FindingQuery, ids: StoredIds, tenants: frozenset[str] | None) -> list[FindingQuery]:
+    """The store queries that together answer ``query``: one per combination of the stored values
+    its tenant, index and trace id may stand for, tenants limited to ``tenants``."""
+    def values(given: str | None, name: str) -> Iterable[str | None]:
+        return (None,) if given is None else ids.of(given, name)
+
+    tenant_values: Iterable[str | None] = values(query.tenant, "tenant")
+    if tenants is not None:
+        tenant_values = sorted(tenants) if query.tenant is None else [t for t in tenant_values if t in tenants]
+    return [replace(query, tenant=tenant, index=index, trace_id=trace_id) for tenant, index, trace_id in
+            product(tenant_values, values(query.index, "index"), values(query.trace_id, "trace_id"))]
+
+
+def _find_any(store: FindingsStore, queries: list[FindingQuery], limit: int) -> list[FindingRow]:
+    """The newest ``limit`` rows any of ``queries`` selects (each pages by the same cursor)."""
+    if len(queries) == 1:
+        return store.find(queries[0])
+    rows = {row.id: row for query in queries for row in store.find(query)}
+    return [rows[key] for key in sorted(rows, reverse=True)[:limit]]

@@ -11,6 +11,7 @@ from __future__ import annotations
 import base64
 import json
 import os
+import re
 from collections.abc import Mapping
 from datetime import datetime
 from pathlib import Path
@@ -34,12 +35,16 @@ from ragmon.monitor.config.alerting import AlertsConfig
 from ragmon.monitor.config.environment import ENV_CONFIG_FILE, OverrideError, apply_environment
 from ragmon.monitor.config.pipeline import CatalogConfig, DedupeConfig, FindingsConfig, Limits, SignalsConfig
 from ragmon.monitor.config.scheduling import ProbesConfig, SchedulerConfig
+from ragmon.monitor.config.secret_refs import SecretRef
 from ragmon.monitor.config.section import ConfigSection, HttpUrlText
 from ragmon.monitor.config.telemetry import TelemetryConfig
 from ragmon.monitor.labeling.redact import RedactionConfig
 from ragmon.monitor.labeling.sampling import SamplingConfig
 
 MASK = "****"
+
+# a DNS name as a Host header carries it (letters, digits, `-`, `_`, dots), for http.allowed_hosts
+_HOST_NAME = re.compile(r"[A-Za-z0-9_](?:[A-Za-z0-9_.-]*[A-Za-z0-9_])?\.?", re.ASCII)
 
 
 class ConfigError(Exception):
@@ -115,23 +120,40 @@ class LabelsConfig(ConfigSection):
 
 
 class HttpConfig(ConfigSection):
-    """The one HTTP port of `ragmon serve`: ingest, metrics, health."""
+    """The HTTP port of `ragmon serve`: ingest, metrics, health, and the read side (status page, read API),
+    which may have a port of its own."""
 
     host: str = Field("127.0.0.1", description="Address to listen on (0.0.0.0 in a container; a non-loopback "
                       "address needs `token`, or `allow_unauthenticated`).")
     port: int = Field(4318, ge=1, le=65535, description="Port to listen on.")
-    token: SecretStr | None = Field(None, description="Bearer token required on every ingest endpoint, if set.")
+    read_port: int | None = Field(
+        None, ge=1, le=65535, description="A second port, on the same address, for the read side: with it, the "
+        "status page, `/traces/…` and `/api/v1/…` are served there only, and ingest and `/metrics` on `port` only "
+        "(health on both), so a network policy can admit readers and senders apart. Unset: everything on `port`.")
+    token: SecretStr | None = Field(None, description="Bearer token required on every ingest endpoint, if set. "
+                                    "It never reads: see `read_token`.")
     allow_unauthenticated: bool = Field(
         False, description="Serve a non-loopback address without `token` (a WARNING at start and "
-        "`ragmon_http_unauthenticated 1`); otherwise `serve` and `scheduler` refuse to start.")
+        "`ragmon_http_unauthenticated 1`); otherwise `serve` and `scheduler` refuse to start. With neither "
+        "`read_token` nor `read_tokens` set, reads are then open too, and the WARNING says so.")
     catalog_token: SecretStr | None = Field(
         None, description="Bearer token that may write the catalog (document and index events) over HTTP. "
         "Without it, catalog events over HTTP are refused (`not_permitted`) whenever `host` is not loopback; "
         "the Kafka catalog topic is trusted by its own ACLs.")
     metrics_token: SecretStr | None = Field(None, description="Bearer token required on /metrics, if set.")
     read_token: SecretStr | None = Field(
-        None, description="Bearer token required on the read API (`/api/v1/findings`, `/api/v1/traces/…`). Without "
-        "it, the read API wants `token` when that is set, and is open only when no token is set at all.")
+        None, description="Bearer token of the read side: the status page, `/traces/…`, `/api/v1/findings` and "
+        "`/api/v1/traces/…`, every tenant. Neither `token` nor `catalog_token` reads. With no read credential "
+        "(this or `read_tokens`) reads are open on a loopback address and closed (403) on any other.")
+    read_tokens: dict[SecretRef, list[str]] = Field(
+        default_factory=dict, description="Read tokens scoped to tenants: `{reference: [tenant, …]}`, the "
+        "reference `env:VARIABLE` or `file:/path` (read at start; the token itself stays out of this file). Such "
+        "a token reads `/api/v1/findings` and `/api/v1/traces/…` of its tenants only (tenant names as sent, or "
+        "as shown); the status page and trace pages show every tenant and need `read_token`.")
+    allowed_hosts: list[str] = Field(
+        default_factory=list, description="Host names requests may be addressed to (the `Host` header, any port), "
+        "besides `localhost`, any IP address, and the name `host` gives; a request naming another host gets 421 "
+        "(a page on a rebound DNS name cannot read the port). E.g. the Service's DNS names.")
     allowed_origins: list[str] = Field(
         default_factory=list, description="Browser origins (`https://app.example`) whose requests are accepted; "
         "any other request carrying an `Origin` header is refused (403).")
@@ -160,6 +182,31 @@ class HttpConfig(ConfigSection):
         if self.tls_client_ca_file is not None and self.tls_cert_file is None:
             raise ValueError("tls_client_ca_file needs tls_cert_file and tls_key_file: mutual TLS is TLS first")
         return self
+
+    @model_validator(mode="after")
+    def _reading_apart(self) -> HttpConfig:
+        if self.read_port is not None and self.read_port == self.port:
+            raise ValueError(f"read_port {self.read_port} is the port itself: give the read side a port of its own, "
+                             "or leave read_port unset")
+        reader = self.read_token.get_secret_value() if self.read_token else None
+        for name in ("token", "catalog_token"):
+            other = getattr(self, name)
+            if reader and other is not None and other.get_secret_value() == reader:
+                raise ValueError(f"read_token is the same as {name}: every client that sends would read every "
+                                 "tenant's findings; give readers a token of their own")
+        for ref, tenants in self.read_tokens.items():
+            if not tenants or not all(tenant.strip() for tenant in tenants):
+                raise ValueError(f"read_tokens: {ref}: list the tenants (non-empty names) this token reads")
+        return self
+
+    @field_validator("allowed_hosts")
+    @classmethod
+    def _host_names(cls, hosts: list[str]) -> list[str]:
+        for host in hosts:
+            if _HOST_NAME.fullmatch(host) is None:
+                raise ValueError(f"{host!r} is not a host name (a DNS name, without scheme, port, path or wildcard; "
+                                 "IP addresses need no listing)")
+        return hosts
 
 
 class OtlpConfig(ConfigSection):
