@@ -16,8 +16,8 @@ from typing import Any
 
 from ragmon.monitor.config.settings import Settings
 
-# the chart sets these itself (the pods' address and the Service's port), so they are not the user's
-SET_BY_THE_CHART = {"HttpConfig": ("host", "port")}
+# the chart sets these itself (the pods' address and the Service's ports), so they are not the user's
+SET_BY_THE_CHART = {"HttpConfig": ("host", "port", "read_port")}
 
 
 def config_schema() -> tuple[dict[str, Any], dict[str, Any]]:

@@ -140,9 +140,9 @@ class Pod:
 
 @pytest.mark.parametrize("release", RELEASES)
 def test_every_rendered_container_starts_with_the_environment_a_kubelet_gives_it(release, kafka, postgres, tmp_path):
-    port = free_port()
+    port, read_port = free_port(), free_port()
     topics = {key: new_topic(kafka, 1, key) for key in ("traces", "catalog", "dlq")}
-    docs = render(release, "--set", f"service.port={port}",
+    docs = render(release, "--set", f"service.port={port}", "--set", f"service.readPort={read_port}",
                   "--set-json", f'config.kafka.bootstrap_servers=["{kafka.bootstrap_servers}"]',
                   "--set", f"config.kafka.traces_topic={topics['traces']}",
                   "--set", f"config.kafka.catalog_topic={topics['catalog']}",
@@ -169,6 +169,16 @@ def test_every_rendered_container_starts_with_the_environment_a_kubelet_gives_it
     collector.wait_for(lambda: "waiting for the database" in collector.log(), "log line about the schema")
     assert migrate.run() == 0, migrate.log()
     collector.wait_for(lambda: collector.ready(port), "readiness after the migration")
+    # ingest clients name the Service, Prometheus and the probes the pod's IP: none is refused (421)
+    sent = httpx.post(f"http://127.0.0.1:{port}/v1/events", json=[], headers={
+        "host": f"{collector_service}.monitoring.svc:{port}", "authorization": "Bearer an-ingest-token"})
+    assert sent.status_code == 200, sent.text
+    scraped = httpx.get(f"http://127.0.0.1:{port}/metrics", headers={"host": f"10.244.3.17:{port}"})
+    assert scraped.status_code == 200 and "ragmon_build_info" in scraped.text
+    assert httpx.get(f"http://127.0.0.1:{port}/metrics", headers={"host": f"rebind.test:{port}"}).status_code == 421
+    # the read side answers on its own port alone
+    assert httpx.get(f"http://127.0.0.1:{read_port}/api/v1/findings").status_code == 200
+    assert httpx.get(f"http://127.0.0.1:{port}/api/v1/findings").status_code == 404
     assert collector.stop() == -signal.SIGTERM and "Application shutdown complete" in collector.log()
     scheduler.start().wait_for(lambda: scheduler.ready(port), "readiness")
     assert scheduler.stop() == -signal.SIGTERM and "Application shutdown complete" in scheduler.log()

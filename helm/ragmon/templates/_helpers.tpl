@@ -38,6 +38,29 @@ app.kubernetes.io/component: {{ .component }}
 {{- if .Values.auth.existingSecret -}}{{ .Values.auth.existingSecret }}{{- else -}}{{ include "ragmon.fullname" . }}-auth{{- end -}}
 {{- end -}}
 
+{{/* The Secret holding the read token: the existing one named in readAuth.existingSecret, else the chart's own; empty without a read token. */}}
+{{- define "ragmon.readSecret" -}}
+{{- if .Values.readAuth.existingSecret -}}{{ .Values.readAuth.existingSecret }}{{- else if .Values.readAuth.token -}}{{ include "ragmon.fullname" . }}-read{{- end -}}
+{{- end -}}
+
+{{/* The host names requests to the pods may carry (http.allowed_hosts): config.http.allowed_hosts and
+each Service's DNS names, short and qualified (IP addresses, as probes and scrapes use, need no listing). */}}
+{{- define "ragmon.allowedHosts" -}}
+{{- $hosts := list -}}
+{{- range (dig "http" "allowed_hosts" list .Values.config) }}{{ $hosts = append $hosts . }}{{ end -}}
+{{- $namespace := .Release.Namespace -}}
+{{- range $service := list (include "ragmon.fullname" .) (printf "%s-scheduler" (include "ragmon.fullname" .)) }}
+{{- $hosts = concat $hosts (list $service (printf "%s.%s" $service $namespace) (printf "%s.%s.svc" $service $namespace)
+      (printf "%s.%s.svc.%s" $service $namespace $.Values.clusterDomain)) }}
+{{- end -}}
+{{- toJson (uniq $hosts) -}}
+{{- end -}}
+
+{{/* The Secret reference of the metrics token (secrets.RAGMON_HTTP__METRICS_TOKEN), for the ServiceMonitor; empty without one. */}}
+{{- define "ragmon.metricsTokenRef" -}}
+{{- with (get .Values.secrets "RAGMON_HTTP__METRICS_TOKEN") }}{{ toJson . }}{{ end -}}
+{{- end -}}
+
 {{/* "auto": when the cluster serves the CRD's API; otherwise the boolean given. */}}
 {{- define "ragmon.wanted" -}}
 {{- $setting := index . 0 -}}{{- $api := index . 1 -}}{{- $root := index . 2 -}}
@@ -70,8 +93,9 @@ annotations:
 {{- end }}
 {{- end -}}
 
-{{/* The environment every ragmon container gets; pass (dict "root" $ "env" dict "token" true). The
-ingest token is left out of the migration hook: the chart's own token Secret does not exist yet then. */}}
+{{/* The environment every ragmon container gets; pass (dict "root" $ "env" dict "token" true "read" true). The
+ingest token is left out of the migration hook: the chart's own token Secret does not exist yet then. The read
+token ("read") goes to the collectors alone: they serve the reads. */}}
 {{- define "ragmon.env" -}}
 {{- $root := .root -}}
 - name: PYTHONUNBUFFERED  # log lines reach the container log at once
@@ -90,6 +114,13 @@ ingest token is left out of the migration hook: the chart's own token Secret doe
     secretKeyRef:
       name: {{ include "ragmon.authSecret" $root }}
       key: {{ $root.Values.auth.secretKey }}
+{{- end }}
+{{- with (and .read (include "ragmon.readSecret" $root)) }}
+- name: RAGMON_HTTP__READ_TOKEN
+  valueFrom:
+    secretKeyRef:
+      name: {{ . }}
+      key: {{ $root.Values.readAuth.secretKey }}
 {{- end }}
 {{- range $name, $ref := $root.Values.secrets }}
 - name: {{ $name }}
@@ -153,7 +184,7 @@ topologySpreadConstraints when set, else the chart-wide ones; pass (dict "root" 
 {{- end }}
 {{- end -}}
 
-{{/* The pod spec shared by the collector and the scheduler; pass (dict "root" $ "component" "collector" "args" (list "serve") "env" dict "resources" ... "placement" ... "data" volume). */}}
+{{/* The pod spec shared by the collector and the scheduler; pass (dict "root" $ "component" "collector" "args" (list "serve") "env" dict "resources" ... "placement" ... "data" volume "read" true), "read" for the pods that serve the read side. */}}
 {{- define "ragmon.podSpec" -}}
 {{- $root := .root -}}
 {{ include "ragmon.podBasics" (dict "root" $root) | trim }}
@@ -168,8 +199,13 @@ containers:
       - name: http
         containerPort: {{ $root.Values.service.port }}
         protocol: TCP
+      {{- if and .read $root.Values.service.readPort }}
+      - name: read
+        containerPort: {{ $root.Values.service.readPort }}
+        protocol: TCP
+      {{- end }}
     env:
-      {{- include "ragmon.env" (dict "root" $root "env" .env "token" true) | nindent 6 }}
+      {{- include "ragmon.env" (dict "root" $root "env" .env "token" true "read" .read) | nindent 6 }}
     {{- with include "ragmon.envFrom" $root | trim }}{{ . | nindent 4 }}{{ end }}
     livenessProbe:
       httpGet: {path: /healthz, port: http}
