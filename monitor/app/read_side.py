@@ -20,21 +20,22 @@ def read_access(settings: Settings, host: str, unauthenticated: bool,
                 environ: Mapping[str, str] | None = None) -> ReadAccess:
     """The read rule of a port bound to ``host``, the tenant-scoped tokens read from where
     ``http.read_tokens`` points (``environ``, default the process's). Raises :class:`ConfigError`
-    for a reference that leads nowhere or a read token that is also a writing token. Logs a
+    for a reference that leads nowhere or a read token that is also another token. Logs a
     WARNING when reads are closed, saying what opens them."""
     http = settings.http
     environ = os.environ if environ is None else environ
-    writers = {name: secret.get_secret_value() for name, secret in
-               (("http.token", http.token), ("http.catalog_token", http.catalog_token)) if secret is not None}
+    others = {name: secret.get_secret_value() for name, secret in
+              (("http.token", http.token), ("http.catalog_token", http.catalog_token),
+               ("http.metrics_token", http.metrics_token)) if secret is not None}
     tenant_tokens: dict[str, list[str]] = {}
     for ref, tenants in http.read_tokens.items():
         try:
             secret = resolve(ref, "http.read_tokens", environ)
         except UnresolvedSecret as error:
             raise ConfigError(str(error)) from None
-        for name, writer in writers.items():
-            if secret == writer:
-                raise ConfigError(f"http.read_tokens: {ref} holds the same token as {name}: every client that sends "
+        for name, other in others.items():
+            if secret == other:
+                raise ConfigError(f"http.read_tokens: {ref} holds the same token as {name}: whoever holds that one "
                                   "would read; give readers a token of their own")
         if secret in tenant_tokens or (http.read_token and secret == http.read_token.get_secret_value()):
             raise ConfigError(f"http.read_tokens: {ref} holds a token given already (read_token or another "

@@ -189,11 +189,11 @@ class HttpConfig(ConfigSection):
             raise ValueError(f"read_port {self.read_port} is the port itself: give the read side a port of its own, "
                              "or leave read_port unset")
         reader = self.read_token.get_secret_value() if self.read_token else None
-        for name in ("token", "catalog_token"):
+        for name in ("token", "catalog_token", "metrics_token"):
             other = getattr(self, name)
             if reader and other is not None and other.get_secret_value() == reader:
-                raise ValueError(f"read_token is the same as {name}: every client that sends would read every "
-                                 "tenant's findings; give readers a token of their own")
+                raise ValueError(f"read_token is the same as {name}: whoever holds that token (every sender, or "
+                                 "Prometheus) would read every tenant's findings; give readers a token of their own")
         for ref, tenants in self.read_tokens.items():
             if not tenants or not all(tenant.strip() for tenant in tenants):
                 raise ValueError(f"read_tokens: {ref}: list the tenants (non-empty names) this token reads")

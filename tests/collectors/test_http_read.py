@@ -124,8 +124,8 @@ def test_the_tenant_tokens_are_read_from_their_references_at_start(tmp_path, cap
     assert any("reads are closed" in r.getMessage() and "http.read_token" in r.getMessage() for r in caplog.records)
 
 
-def test_a_read_token_equal_to_a_writing_token_is_refused():
-    for writer in ("RAGMON_HTTP__TOKEN", "RAGMON_HTTP__CATALOG_TOKEN"):
+def test_a_read_token_equal_to_another_token_is_refused():
+    for writer in ("RAGMON_HTTP__TOKEN", "RAGMON_HTTP__CATALOG_TOKEN", "RAGMON_HTTP__METRICS_TOKEN"):
         with pytest.raises(ConfigError, match="read_token is the same as"):
             load_settings(environ={writer: "same-token-0123", "RAGMON_HTTP__READ_TOKEN": "same-token-0123"})
     with pytest.raises(ConfigError, match="not a reference to a secret"):
