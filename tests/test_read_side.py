@@ -91,6 +91,15 @@ def test_a_wildcard_bind_with_an_ingest_token_and_no_read_token_keeps_reads_clos
     assert "/api/v1/findings, /api/v1/traces/{id} (closed: see the warning above)" in seen["log"]
 
 
+def test_a_wildcard_bind_opened_on_purpose_warns_that_reads_are_open_too(tmp_path):
+    seen = in_network_namespace(tmp_path, {"RAGMON_HTTP__HOST": "0.0.0.0",
+                                           "RAGMON_HTTP__ALLOW_UNAUTHENTICATED": "true"})
+    assert seen["ingest"] == 200
+    assert all(seen["reads"][path]["nobody"][0] == 200 for path in READ_PATHS), seen["reads"]
+    assert ("anyone who can reach the port can send events and read every tenant's findings, traces and the status "
+            "page (set http.read_token to guard reads)") in seen["log"], seen["log"]
+
+
 def in_network_namespace(scratch: Path, env: dict[str, str]) -> dict:
     done = subprocess.run(
         ["unshare", "-rn", "sh", "-c", 'ip link set lo up && exec "$@"', "sh", sys.executable, __file__,
