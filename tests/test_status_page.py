@@ -154,6 +154,10 @@ def test_a_leak_shows_on_the_status_page_and_its_trace_opens(tmp_path, browser):
 class _AttackerPage(BaseHTTPRequestHandler):
     """What the attacker's server answers at rebind.test before the name points at 127.0.0.1."""
 
+    # Chromium opens sockets ahead of need; one left idle would otherwise outlive the attacker's
+    # server in its handler thread and answer the page's later fetch itself
+    timeout = 1.0
+
     def do_GET(self) -> None:
         body = b"<!doctype html><title>cat pictures</title><p>nothing to see</p>"
         self.send_response(200)
@@ -167,13 +171,17 @@ class _AttackerPage(BaseHTTPRequestHandler):
         pass
 
 
+class _AttackerServer(ThreadingHTTPServer):
+    daemon_threads = False  # server_close waits for every connection's thread: none is left to answer
+
+
 @pytest.mark.integration
 def test_a_page_on_a_rebound_name_cannot_read_the_findings(tmp_path, rebinding_browser):
     """DNS rebinding: the attacker's page loads from its server at http://rebind.test:PORT/, then the
     name answers 127.0.0.1, where ragmon listens on that port: the page's script is same-origin
     with ragmon, and its fetch of the findings reaches ragmon, naming rebind.test as the Host."""
     port = free_port()
-    attacker = ThreadingHTTPServer(("127.0.0.1", port), _AttackerPage)
+    attacker = _AttackerServer(("127.0.0.1", port), _AttackerPage)
     threading.Thread(target=attacker.serve_forever, daemon=True).start()
     rebinding_browser.get(f"http://rebind.test:{port}/")
     assert rebinding_browser.title == "cat pictures"
