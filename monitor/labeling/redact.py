@@ -7,8 +7,9 @@ and conversation ids by keyed hashes, so a stored sample can still be grouped by
 saying who the caller is. Groups are kept: permission cases need them.
 
 The detectors live in ``detectors/``, one module per family. They run in a fixed order, the most
-specific first: the operator's own patterns; secrets (a URL's password sits before an ``@``, a key
-may hold anything); e-mail (an address may hold digits and names); the structured kinds; street
+specific first: the operator's own patterns; secrets by shape and context (a URL's password sits
+before an ``@``, a key may hold anything); e-mail (an address may hold digits and names); secrets by
+entropy (a random-looking run can start inside an address's domain); the structured kinds; street
 addresses (which hold capitalised words); names last.
 """
 
@@ -110,6 +111,7 @@ class Redactor:
         off = set(config.disabled_detectors)
         self._secrets = [r for r in secrets.RULES if r.detector not in off]
         self._email = "email" not in off
+        self._random = [r for r in secrets.BY_ENTROPY if r.detector not in off]
         self._structured = [r for r in structured.RULES if r.detector not in off]
         self._people = [r for r in people.RULES if r.detector not in off]
         # Ids, versions and model names recur from trace to trace: short strings are remembered.
@@ -139,6 +141,7 @@ class Redactor:
         text = self._apply(self._secrets, text)
         if self._email and "@" in text:
             text = structured.EMAIL.sub("[EMAIL]", text)
+        text = self._apply(self._random, text)
         if DIGIT.search(text):  # every structured detector needs a digit
             text = self._apply(self._structured, text)
         return self._apply(self._people, text)

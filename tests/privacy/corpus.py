@@ -35,7 +35,7 @@ SEED = 4242
 STRUCTURED = ["email", "email_upper", "phone", "card", "iban", "ssn", "ipv4", "ipv6"]
 SECRETS = ["aws_access_key_id", "aws_secret_key", "google_api_key", "azure_connection_string", "openai_key",
            "github_token", "slack_token", "stripe_key", "jwt", "bearer_token", "url_password",
-           "password_pair", "pem_private_key", "high_entropy_token"]
+           "password_pair", "pem_private_key", "high_entropy_token", "aws_key_after_digit", "email_glued_to_key"]
 PEOPLE = ["person_name"]
 ADDRESSES = ["street_address"]
 TYPES = STRUCTURED + SECRETS + PEOPLE + ADDRESSES
@@ -187,6 +187,22 @@ def _high_entropy(fake: Faker) -> Item:
     return Item("high_entropy_token", token, before=fake.random.choice(["key ", "the value ", "use ", ""]))
 
 
+def _aws_key_id(fake: Faker) -> str:
+    return fake.random.choice(["AKIA", "ASIA"]) + _chars(fake, _B32, 16)
+
+
+def _aws_after_digit(fake: Faker) -> Item:
+    """A key id after a number and a hyphen, as a numbered list or an id made of parts puts it."""
+    return Item("aws_key_after_digit", _aws_key_id(fake), before=f"{fake.random.randint(0, 99)}-")
+
+
+def _email_glued_to_key(fake: Faker) -> Item:
+    """An address and a key pasted together with one character between them: both must go, the
+    address's local part too."""
+    key = fake.random.choice([_aws_key_id(fake), _chars(fake, _B64, 40), _chars(fake, _URLSAFE, 43)])
+    return Item("email_glued_to_key", fake.email() + fake.random.choice(["-", "/", ":", "|"]) + key)
+
+
 GENERATORS: dict[str, Callable[[Faker], Item]] = {
     "email": lambda f: Item("email", f.random.choice([f.email(), f.free_email(), f.company_email()])),
     "email_upper": _email_upper,
@@ -196,7 +212,7 @@ GENERATORS: dict[str, Callable[[Faker], Item]] = {
     "ssn": _ssn,
     "ipv4": lambda f: Item("ipv4", f.random.choice([f.ipv4_public(), f.ipv4_private(), f.ipv4()])),
     "ipv6": lambda f: Item("ipv6", f.ipv6()),
-    "aws_access_key_id": lambda f: Item("aws_access_key_id", f.random.choice(["AKIA", "ASIA"]) + _chars(f, _B32, 16)),
+    "aws_access_key_id": lambda f: Item("aws_access_key_id", _aws_key_id(f)),
     "aws_secret_key": _aws_secret,
     "google_api_key": lambda f: Item("google_api_key", "AIza" + _chars(f, _URLSAFE, 35)),
     "azure_connection_string": _azure,
@@ -210,6 +226,8 @@ GENERATORS: dict[str, Callable[[Faker], Item]] = {
     "password_pair": _password_pair,
     "pem_private_key": _pem,
     "high_entropy_token": _high_entropy,
+    "aws_key_after_digit": _aws_after_digit,
+    "email_glued_to_key": _email_glued_to_key,
     "person_name": lambda f: Item("person_name", f.name()),
     "street_address": lambda f: Item("street_address", " ".join(f.street_address().split())),
 }

@@ -8,7 +8,8 @@ Three families, most specific first (docs/sampling.md lists them with their rule
 - **by context**: the value after ``password=``, ``secret:``, ``token=``, ``api_key``,
   ``AccountKey=`` and their kin, after ``Bearer``/``Basic``, and the password in ``scheme://user:password@``;
 - **by entropy**: a run of 20 or more base64 or URL-safe characters with digits and letters of
-  both cases whose Shannon entropy is near that of random text (see :func:`_random_looking`).
+  both cases whose Shannon entropy is near that of random text (see :func:`_random_looking`);
+  these rules (:data:`BY_ENTROPY`) run after the e-mail detector, the others (:data:`RULES`) before.
   Hex strings alone are taken for digests and ids (commit hashes, trace ids) and left to the two
   families above: a hex secret is caught when a key word or ``Bearer`` stands before it.
 
@@ -35,10 +36,15 @@ _PEM = re.compile(
 _JWT = re.compile(
     rf"(?<![{_TOKEN_CHARS}])eyJ[{_TOKEN_CHARS}]{{8,}}\.eyJ[{_TOKEN_CHARS}]{{8,}}\.[{_TOKEN_CHARS}]*{_AFTER}")
 
+# An AWS key id's alphabet has no hyphen, so a hyphen before or after one is a boundary, not part of
+# a longer token (as it is for ``sk-``, ``xoxb-``): "1-AKIA…" is a key after a number.
+_AWS_KEY_ID = re.compile(
+    r"(?<![A-Za-z0-9_])(?:A3T[A-Z0-9]|AKIA|ASIA|ABIA|ACCA|AGPA|AIDA|AROA|AIPA|ANPA|ANVA|APKA)[A-Z2-7]{16}"
+    r"(?![A-Za-z0-9_])")
+
 _PREFIXED = re.compile(
     rf"(?<![{_TOKEN_CHARS}])(?:"
-    r"(?:A3T[A-Z0-9]|AKIA|ASIA|ABIA|ACCA|AGPA|AIDA|AROA|AIPA|ANPA|ANVA|APKA)[A-Z2-7]{16}"  # AWS access key ids
-    r"|AIza[0-9A-Za-z_\-]{35}|GOCSPX-[0-9A-Za-z_\-]{28}|ya29\.[0-9A-Za-z_\-]{20,}"  # Google API key, OAuth
+    r"AIza[0-9A-Za-z_\-]{35}|GOCSPX-[0-9A-Za-z_\-]{28}|ya29\.[0-9A-Za-z_\-]{20,}"  # Google API key, OAuth
     r"|sk-(?:proj-|svcacct-|admin-|ant-[a-z]+[0-9]{2}-)?(?=[A-Za-z_\-]*[0-9])[A-Za-z0-9_\-]{20,}"  # OpenAI, Anthropic
     r"|gh[pousr]_[A-Za-z0-9]{36,251}|github_pat_[A-Za-z0-9_]{22,255}"  # GitHub
     r"|glpat-[A-Za-z0-9_\-]{20,}"  # GitLab
@@ -111,12 +117,17 @@ def _random_looking(text: str, m: re.Match[str]) -> tuple[int, int] | None:
     return m.span()
 
 
+# by shape and by context: these run before the e-mail detector (a URL's password sits before an @)
 RULES = [
     Rule("secret", PLACEHOLDER, _PEM, whole_match, "-----BEGIN"),
     Rule("secret", PLACEHOLDER, _JWT, whole_match, "eyJ"),
+    Rule("secret", PLACEHOLDER, _AWS_KEY_ID, whole_match),
     Rule("secret", PLACEHOLDER, _PREFIXED, whole_match),
     Rule("secret", PLACEHOLDER, _URL_PASSWORD, _group1, "://"),
     Rule("secret", PLACEHOLDER, _PAIR, _value, _PAIR_SIGN),
     Rule("secret", PLACEHOLDER, _BEARER, _bearer, _BEARER_WORD),
-    Rule("secret", PLACEHOLDER, _CANDIDATE, _random_looking),
 ]
+# by entropy: after the e-mail detector. A random-looking run may start inside an address's domain
+# ("bob@example.com-Xk3…": the run "com-Xk3…"); taken first, it would leave "bob@example.[SECRET]",
+# the local part kept and the address no longer whole for the e-mail detector to find.
+BY_ENTROPY = [Rule("secret", PLACEHOLDER, _CANDIDATE, _random_looking)]
