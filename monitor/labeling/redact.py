@@ -196,37 +196,36 @@ class Redactor:
         """A redacted copy of a decoded trace as JSON-shaped data: what :meth:`redact_trace` gives
         for the same trace, built from the typed struct (no encoding, decoding or deep copy).
 
-        Only the fields the event model knows are there (the decoder drops the others). Free text
-        (query, answer, passage texts) and every other string a sender chose (ids of traces,
-        passages and documents, versions, citations, model, tenant, index and retriever names)
-        pass through the detectors; caller ids, ``user:`` principals and conversation ids become
-        pseudonyms."""
+        Only the fields the event model knows are there (the decoder drops the others). Ids and
+        names a sender chose (of the trace, passages and documents, citations, tenant, index and
+        retrievers) become their shown ids (:meth:`shown_id`), so a sample names them as the
+        findings, alerts and metrics do; free text (query, answer, passage texts) and the other
+        strings a sender chose (versions, embedding model) pass through the detectors; caller
+        ids, ``user:`` principals and conversation ids become pseudonyms."""
         done: dict[int, Passage] = {}
-        text = self._optional
+        text, shown = self._optional, self.shown_id
 
         def passage(p: Passage) -> Passage:
             if id(p) not in done:  # a passage shared by two lists: once
                 done[id(p)] = structs.replace(
-                    p, id=self.redact(p.id), doc_id=text(p.doc_id), doc_version=text(p.doc_version),
-                    text=text(p.text), embedding_model=text(p.embedding_model),
+                    p, id=shown(p.id), doc_id=None if p.doc_id is None else shown(p.doc_id),
+                    doc_version=text(p.doc_version), text=text(p.text), embedding_model=text(p.embedding_model),
                     acl=None if p.acl is None else [self.principal(principal) for principal in p.acl])
             return done[id(p)]
 
         changes: dict[str, Any] = {
-            "trace_id": self.redact(trace.trace_id), "query": self.redact(trace.query),
-            "tenant": self.redact(trace.tenant),
-            "index": structs.replace(trace.index, name=self.redact(trace.index.name),
-                                     version=text(trace.index.version)),
+            "trace_id": shown(trace.trace_id), "query": self.redact(trace.query), "tenant": shown(trace.tenant),
+            "index": structs.replace(trace.index, name=shown(trace.index.name), version=text(trace.index.version)),
         }
         if trace.retrievals:
             changes["retrievals"] = [
-                structs.replace(r, retriever=self.redact(r.retriever), passages=[passage(p) for p in r.passages])
+                structs.replace(r, retriever=shown(r.retriever), passages=[passage(p) for p in r.passages])
                 for r in trace.retrievals]
         if trace.context is not None:
             changes["context"] = [passage(p) for p in trace.context]
         if trace.answer is not None:
             changes["answer"] = structs.replace(trace.answer, text=text(trace.answer.text),
-                                                citations=[self.redact(c) for c in trace.answer.citations])
+                                                citations=[shown(c) for c in trace.answer.citations])
         if trace.caller is not None:
             changes["caller"] = structs.replace(
                 trace.caller, id=None if trace.caller.id is None else self.pseudonymize_caller(trace.caller.id),
@@ -247,9 +246,10 @@ class Redactor:
 
     def redact_trace(self, event: Mapping[str, Any]) -> dict[str, Any]:
         """A redacted copy of a native trace (or feedback) event as JSON-shaped data (docs/events.md),
-        by allowlist: fields not in the event model are dropped, every string kept goes through
-        the detectors, and caller ids, ``user:`` principals and conversation ids become pseudonyms
-        (see :meth:`redact_event`, which the sampler uses; this is its reference)."""
+        by allowlist: fields not in the event model are dropped, ids and names become shown ids,
+        every other string kept goes through the detectors, and caller ids, ``user:`` principals
+        and conversation ids become pseudonyms (see :meth:`redact_event`, which the sampler uses;
+        this is its reference)."""
         return self._walk(copy.deepcopy(dict(event)), _TRACE_FIELDS)
 
     def _walk(self, data: dict[str, Any], allowed: Mapping[str, Any]) -> dict[str, Any]:
@@ -280,25 +280,27 @@ class Redactor:
             return self.pseudonymize_conversation(value)
         if rule == "principal":
             return self.principal(value)
+        if rule == "id":
+            return self.shown_id(value)
         return value if rule == "keep" else self.redact(value)
 
 
-# The reference allowlist of redact_trace: "text" goes through the detectors, "keep" is kept
-# (numbers, times, enumerations, the event type), the rest as named.
-_PASSAGE_FIELDS = {"id": "text", "score": "keep", "doc_id": "text", "doc_version": "text", "span": "keep",
+# The reference allowlist of redact_trace: "text" goes through the detectors, "id" becomes a shown
+# id, "keep" is kept (numbers, times, enumerations, the event type), the rest as named.
+_PASSAGE_FIELDS = {"id": "id", "score": "keep", "doc_id": "id", "doc_version": "text", "span": "keep",
                    "text": "text", "acl": "principal", "indexed_at": "keep", "source_modified_at": "keep",
                    "embedding_model": "text"}
 _TRACE_FIELDS = {
-    "type": "keep", "trace_id": "text", "time": "keep", "query": "text", "tenant": "text",
-    "conversation_id": "conversation", "index": {"name": "text", "version": "text"},
+    "type": "keep", "trace_id": "id", "time": "keep", "query": "text", "tenant": "id",
+    "conversation_id": "conversation", "index": {"name": "id", "version": "text"},
     "caller": {"id": "caller", "groups": "principal"},
-    "retrievals": {"retriever": "text", "passages": _PASSAGE_FIELDS}, "context": _PASSAGE_FIELDS,
-    "answer": {"text": "text", "abstained": "keep", "citations": "text"},
+    "retrievals": {"retriever": "id", "passages": _PASSAGE_FIELDS}, "context": _PASSAGE_FIELDS,
+    "answer": {"text": "text", "abstained": "keep", "citations": "id"},
     "latency_ms": {"retrieve": "keep", "rerank": "keep", "generate": "keep", "total": "keep"},
     "usage": {"input_tokens": "keep", "output_tokens": "keep", "cost_usd": "keep"},
     # a feedback event, or feedback joined to its trace
     "kind": "keep", "value": "keep", "comment": "text",
-    "feedback": {"type": "keep", "trace_id": "text", "kind": "keep", "time": "keep", "value": "keep",
+    "feedback": {"type": "keep", "trace_id": "id", "kind": "keep", "time": "keep", "value": "keep",
                  "comment": "text"},
 }
 

@@ -1,5 +1,8 @@
 """The labeling queue: samples stored idempotently by trace id (SQLModel, migrations 0002 and 0004).
 
+A sample's ``trace_id`` and ``tenant`` are shown ids (``Redactor.shown_id``), as its redacted trace
+holds them: the key its findings name the trace by, distinct for two ids that redact alike.
+
 Status moves ``queued -> exported -> labeled``, or to ``discarded``. :meth:`SampleStore.admit` is
 where the weekly quota is decided (``monitor/labeling/quota.py``): against the stored samples of
 each tenant-week, under a lock on that tenant-week (a PostgreSQL advisory lock), so replicas

@@ -126,10 +126,10 @@ class Sampler:
         # redacted only if the store keeps it (NewSample.redacted), once for every copy of it
         payload = functools.cache(functools.partial(self._redactor.redact_event, event))
         fingerprint = question_fingerprint(held.question)
-        # the row's trace id and tenant as the payload has them: a name a detector fires on is not
-        # stored beside its redacted copy
-        redact = self._redactor.redact
-        decision.samples.append(NewSample(redact(trace_id), redact(held.tenant), week, set(strata),
+        # the row's trace id and tenant as the payload has them, by their shown ids: two trace ids
+        # that redact alike stay two samples, and a sample is keyed as its findings name the trace
+        shown = self._redactor.shown_id
+        decision.samples.append(NewSample(shown(trace_id), shown(held.tenant), week, set(strata),
                                           split_of(self._config.salt, fingerprint, self._config.heldout_share),
                                           fingerprint, held.time, payload, rank_of(self._config.salt, trace_id)))
 

@@ -187,6 +187,30 @@ def test_a_redacted_trace_holds_no_personal_data_and_keeps_the_rest():
             k: v for k, v in source.items() if k not in ("text", "acl")}
 
 
+def test_ids_and_names_in_a_redacted_trace_are_shown_ids():
+    """Ids and names a sender chose become shown ids (the id itself when nothing fires on it), so
+    a sample names them as the findings and metrics do; two ids that redact alike stay apart."""
+    private = {"trace_id": "t-alice@example.com", "tenant": "bob@example.org", "index": "idx-AKIAIOSFODNN7EXAMPLE",
+               "passage": "notes-carol@example.net#1", "doc": "notes-carol@example.net", "retriever": "dan@example.com"}
+    passage = {"id": private["passage"], "doc_id": private["doc"], "doc_version": "v-erin@example.com", "score": 0.5}
+    event = {"type": "trace", "trace_id": private["trace_id"], "time": 1.0, "query": "q", "tenant": private["tenant"],
+             "index": {"name": private["index"], "version": "v1"}, "context": [passage],
+             "retrievals": [{"retriever": private["retriever"], "passages": [passage]}],
+             "answer": {"text": "a", "citations": [private["passage"], "clean#2"]}}
+    out = REDACTOR.redact_trace(event)
+    shown = REDACTOR.shown_id
+    assert (out["trace_id"], out["tenant"], out["index"]["name"]) == (
+        shown(private["trace_id"]), shown(private["tenant"]), shown(private["index"]))
+    assert out["retrievals"][0]["retriever"] == shown(private["retriever"])
+    assert (out["context"][0]["id"], out["context"][0]["doc_id"]) == (shown(private["passage"]), shown(private["doc"]))
+    assert out["answer"]["citations"] == [shown(private["passage"]), "clean#2"]
+    assert out["context"][0]["doc_version"] == "[EMAIL]"  # a version: redacted text, no hash
+    assert shown(private["trace_id"]).startswith("[EMAIL]~k")
+    assert shown("t-alice@example.com") != shown("t-zoe@example.com")
+    for value in private.values():
+        assert value not in json.dumps(out)
+
+
 def test_feedback_comments_are_redacted():
     event = {"type": "feedback", "trace_id": "9f1c2e", "kind": "comment", "comment": "call me on 555-123-4567"}
     assert REDACTOR.redact_trace(event) == dict(event, comment="call me on [PHONE]")

@@ -98,6 +98,30 @@ def test_personal_data_is_gone_before_the_sample_is_stored(tmp_path):
     runtime.close()
 
 
+def test_trace_ids_that_redact_alike_are_two_samples_keyed_by_their_shown_ids(tmp_path):
+    """Two trace ids whose redacted text is the same (``[EMAIL]``) are two traces: each is
+    stored under its shown id, and late feedback on one reaches its own sample."""
+    from ragmon.monitor.labeling.redact import RedactionConfig, Redactor
+
+    key = "sampler-shown-ids-key-0123"
+    runtime = runtime_for(tmp_path, RAGMON_SAMPLING__RATES__RANDOM="1.0", RAGMON_REDACTION__CALLER_KEY=key)
+    shown = Redactor(RedactionConfig(caller_key=key)).shown_id
+    now = time.time()
+    ids = ["collide-alice@example.com", "collide-bob@example.org"]
+    traces = [{"type": "trace", "trace_id": trace_id, "time": now - 60, "tenant": "ops@example.com",
+               "query": question, "index": {"name": "policies"}, "context": [{"id": "p1"}]}
+              for trace_id, question in zip(ids, ["Where is the form?", "Who signs the travel request?"], strict=True)]
+    feed(runtime, [*traces, {"type": "feedback", "trace_id": ids[1], "kind": "thumb", "value": "down"}])
+    samples = {s.trace_id: s for s in SampleStore(runtime.engine).find()}
+    runtime.close()
+    assert sorted(samples) == sorted(shown(i) for i in ids) and all(k.startswith("[EMAIL]~k") for k in samples)
+    assert {s.tenant for s in samples.values()} == {shown("ops@example.com")}
+    assert samples[shown(ids[0])].strata == ["random"]
+    assert sorted(samples[shown(ids[1])].strata) == ["negative_feedback", "random"]
+    for trace_id, sample in samples.items():
+        assert sample.payload["trace_id"] == trace_id and sample.payload["tenant"] == sample.tenant
+
+
 def test_samples_list_and_stats_commands(tmp_path):
     from click.testing import CliRunner
 
