@@ -138,3 +138,42 @@ def test_read_commands_refuse_a_directory_without_a_database(tmp_path):
         assert result.exit_code == 2 and "no ragmon database at" in result.output, result.output
         assert result.exception is None or isinstance(result.exception, SystemExit)
     assert not (tmp_path / "nothing").exists()
+
+
+def test_a_caller_with_hundreds_of_long_groups_gets_a_bounded_reason_and_trace_show_full_lists_them(tmp_path):
+    """A finding's reason names the first few principals of each list and counts the rest; the
+    whole lists are read by ``ragmon trace show --full`` only."""
+    now = time.time()
+    groups = [f"team-{i:03d}-" + "platform-engineering-" * 9 for i in range(400)]  # 198 characters each
+    passage = {"id": "board-notes#4", "doc_id": "board-notes", "score": 0.7, "acl": ["group:board"]}
+    event = {"type": "trace", "trace_id": "many-groups-1", "time": now - 5, "tenant": "acme",
+             "caller": {"id": "u-7", "groups": groups}, "index": {"name": "hr"}, "query": "board minutes",
+             "retrievals": [{"retriever": "vector", "passages": [passage]}], "context": [passage]}
+    with RagmonServer(tmp_path, RAGMON_HTTP__TOKEN=INGEST, RAGMON_HTTP__READ_TOKEN=READ) as server:
+        posted = httpx.post(f"{server.url}/v1/events", json=event, headers={"authorization": f"Bearer {INGEST}"})
+        assert posted.status_code == 200 and posted.json()["rejected"] == 0, posted.text
+        answer = httpx.get(f"{server.url}/api/v1/findings", params={"signal": "permission_violation", "limit": 100},
+                           headers={"authorization": f"Bearer {READ}"})
+    assert answer.status_code == 200 and len(answer.content) < 8000, len(answer.content)
+    findings = answer.json()["findings"]
+    assert {f["stage"] for f in findings} == {"candidates", "context"}
+    for finding in findings:
+        reason = finding["reason"]
+        assert len(reason) <= 1024
+        assert reason.startswith("passage ACL [group:board] excludes the caller [group:team-000-")
+        assert "… and 397 more]" in reason, reason  # 400 groups, the tenant and the user: 5 shown
+
+    env = {"RAGMON_DATABASE__URL": f"sqlite:///{tmp_path / 'ragmon.db'}"}
+    runner = CliRunner()
+    shown = runner.invoke(main, ["trace", "show", "many-groups-1", "--full", "-o", "json"], env=env)
+    assert shown.exit_code == 0, shown.output
+    for finding in json.loads(shown.stdout)["findings"]:
+        caller = finding["principals"]["caller"]
+        assert caller["omitted"] == 0 and len(caller["values"]) == 402
+        assert [p for p in caller["values"] if p.startswith("group:")] == sorted(f"group:{g}" for g in groups)
+        assert finding["principals"]["acl"] == {"values": ["group:board"], "omitted": 0}
+    table = runner.invoke(main, ["trace", "show", "many-groups-1", "--full"], env=env)
+    assert table.exit_code == 0, table.output
+    assert all(f"group:{group}" in table.stdout for group in groups)
+    brief = runner.invoke(main, ["trace", "show", "many-groups-1"], env=env)
+    assert brief.exit_code == 0 and f"group:{groups[5]}" not in brief.stdout  # without --full: the reason only

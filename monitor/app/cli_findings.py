@@ -59,9 +59,10 @@ def trace() -> None:
 
 @trace.command("show")
 @click.argument("trace_id")
+@click.option("--full", is_flag=True, help="Also every principal of the lists a reason names only the first few of.")
 @OUTPUT
 @click.pass_context
-def show_trace(ctx: click.Context, trace_id: str, output: str) -> None:
+def show_trace(ctx: click.Context, trace_id: str, full: bool, output: str) -> None:
     """Every finding of TRACE_ID with its reason, and its sample if one was stored (redacted).
     Exit 1 when ragmon holds neither."""
     settings = settings_of(ctx)
@@ -73,6 +74,10 @@ def show_trace(ctx: click.Context, trace_id: str, output: str) -> None:
     if view is None:
         click.echo(f"ragmon holds no finding and no sample of trace {visible(trace_id)}", err=True)
         ctx.exit(FOUND)
+    if full:
+        lists = FindingsStore(engine).principals(f["id"] for f in view["findings"])
+        for finding in view["findings"]:
+            finding["principals"] = lists.get(finding["id"], {})
     if output == "json":
         click.echo(json.dumps(view))
         return
@@ -83,6 +88,8 @@ def show_trace(ctx: click.Context, trace_id: str, output: str) -> None:
         console.print("no sample stored")
     else:
         console.print(shown(f"sample: week {sample['week']}, {sample['status']}, strata {', '.join(sample['strata'])}"))
+    if full:
+        console.print(_principals_table(view["findings"]))
 
 
 def _table(rows: list[dict], title: str, trace_column: bool = True) -> Table:
@@ -97,4 +104,19 @@ def _table(rows: list[dict], title: str, trace_column: bool = True) -> Table:
         cells = [when, *([row["trace_id"]] if trace_column else []), row["tenant"], row["index"], row["signal"],
                  row["stage"] or "", documents, row["reason"]]
         table.add_row(*(shown(cell) for cell in cells))  # a `[group:x]` in a reason is not markup
+    return table
+
+
+def _principals_table(rows: list[dict]) -> Table:
+    """``--full``: every principal of each finding's lists (rows stored before they were kept have none)."""
+    table = Table(title="principals of each finding")
+    for column in ("finding", "signal", "stage", "list", "principals"):
+        table.add_column(column, overflow="fold")
+    for row in rows:
+        for name, kept in row["principals"].items():
+            count = len(kept["values"]) + kept["omitted"]
+            more = f" … and {kept['omitted']} more, past the stored bound" if kept["omitted"] else ""
+            cells = [str(row["id"]), row["signal"], row["stage"] or "", f"{name} ({count})",
+                     ", ".join(kept["values"]) + more]
+            table.add_row(*(shown(cell) for cell in cells))
     return table

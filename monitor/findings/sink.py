@@ -1,5 +1,10 @@
 """Sink: the findings of each observation, redacted, rate-limited per signal, into the findings store.
 
+Ids a sender chose (trace ids, tenants, index names, passage and document ids) are stored as their
+shown ids (``Redactor.shown_id``), the key the labeling queue stores a sample by, so a finding names
+its sample's trace and a look-up by raw id maps through the same rule; the words are bounded, the
+whole principal lists kept apart (``monitor/findings/wording.py``).
+
 A trace's findings come with its signals (``TraceSignals.findings``, made by the signal engine
 against the catalog the trace was judged by); a thumb down or an escalation is a finding of the
 trace it is about. Durable: a batch's findings are stored before it is acknowledged, and a
@@ -22,6 +27,7 @@ from ragmon.monitor.core.rate_limit import TokenBucket
 from ragmon.monitor.core.signals.explain import Finding, FindingSignal, explain_feedback
 from ragmon.monitor.core.signals.results import FeedbackSignals, TraceSignals
 from ragmon.monitor.findings.store import FindingsStore
+from ragmon.monitor.findings.wording import Wording
 from ragmon.monitor.labeling.redact import Redactor
 
 BURST_SECONDS = 10.0  # a signal may burst to this many seconds' worth of its rate
@@ -45,6 +51,7 @@ class FindingsSink:
         and how many the rate limit dropped."""
         self._store = store
         self._redactor = redactor
+        self._wording = Wording(redactor)
         self._clock = clock
         self._count = count
         self._buckets = {signal: TokenBucket(per_signal_per_second, per_signal_per_second * BURST_SECONDS, monotonic)
@@ -57,7 +64,10 @@ class FindingsSink:
         event, signals = observation.event, observation.signals
         caller = ""
         if isinstance(event, TraceEvent) and isinstance(signals, TraceSignals):
-            findings, origin = signals.findings, event.trace_id
+            findings = signals.findings
+            if not findings:
+                return
+            origin = self._redactor.shown_id(event.trace_id)
             if event.caller is not None and event.caller.id:
                 caller = self._redactor.pseudonymize_caller(event.caller.id)
         elif isinstance(event, FeedbackEvent) and isinstance(signals, FeedbackSignals):
@@ -93,27 +103,23 @@ class FindingsSink:
         pass
 
     def _row(self, finding: Finding, origin: str, caller: str) -> dict[str, Any]:
-        redact = self._redactor.redact
+        shown, redact = self._redactor.shown_id, self._redactor.redact
         ref = finding.trace
-        made_of = "\0".join((ref.trace_id, finding.signal.value, finding.stage or "", origin))
+        trace_id = shown(ref.trace_id)
+        # made of shown ids: a hash of raw ones would give away a guessable address in a trace id
+        made_of = "\0".join((trace_id, finding.signal.value, finding.stage or "", origin))
+        lists = self._wording.shown_principals(finding)
         return {
             "key": hashlib.sha256(made_of.encode()).hexdigest(),
-            "trace_id": ref.trace_id, "time": ref.time, "recorded_at": self._clock(),
-            # a placeholder can be longer than what it replaces: cut to the column's width
-            "tenant": redact(ref.tenant)[:NAME_LENGTH], "index_name": redact(ref.index)[:NAME_LENGTH],
+            "trace_id": trace_id, "time": ref.time, "recorded_at": self._clock(),
+            # within the decoder's default limits a shown id fits; a longer limit's names are cut
+            "tenant": shown(ref.tenant)[:NAME_LENGTH], "index_name": shown(ref.index)[:NAME_LENGTH],
             # a rephrase is the same caller's (the detector keys questions by caller); feedback names none
             "caller": caller if finding.signal is not FindingSignal.NEGATIVE_FEEDBACK else "",
             "signal": finding.signal.value, "stage": finding.stage,
-            "passage_ids": [redact(p) for p in finding.passage_ids],
-            "documents": [[redact(doc_id), None if version is None else redact(version)]
+            "passage_ids": [shown(p) for p in finding.passage_ids],
+            "documents": [[shown(doc_id), None if version is None else redact(version)]
                           for doc_id, version in finding.documents],
-            "reason": self.words(finding),
+            "reason": self._wording.reason(finding, lists),
+            "principals": self._wording.full_lists(lists),
         }
-
-    def words(self, finding: Finding) -> str:
-        """The finding's rule in words, its terms redacted and its principals shown as stored
-        samples show them (``user:`` principals as pseudonyms)."""
-        shown = {name: "[" + ", ".join(self._redactor.principal(p) for p in principals) + "]"
-                 for name, principals in finding.principals.items()}
-        shown.update((name, self._redactor.redact(value)) for name, value in finding.terms.items())
-        return finding.reason.format(**shown)

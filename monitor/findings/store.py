@@ -1,19 +1,23 @@
-"""The findings table (SQLModel, migration 0005): one compact row per rule that fired on a trace.
+"""The findings table (SQLModel, migrations 0005 and 0009): one compact row per rule that fired on a trace.
 
-Rows hold ids, the signal, the stage and the rule in words, already redacted: no query or passage
-text. Each row has a key made of what produced it, so a retried batch or a Kafka redelivery
-stores it once (``INSERT … ON CONFLICT DO NOTHING``). Rows are read newest first, by their
-autoincrement id, which also serves as the paging cursor.
+Rows hold ids (shown ids: ``Redactor.shown_id``), the signal, the stage and the rule in words,
+already redacted: no query or passage text. Each row has a key made of what produced it, so a
+retried batch or a Kafka redelivery stores it once (``INSERT … ON CONFLICT DO NOTHING``). Rows are
+read newest first, by their autoincrement id, which also serves as the paging cursor. The whole
+principal lists of a row (``principals``, up to 256 KiB) are never read with the rows: only
+:meth:`FindingsStore.principals` reads them, for ``ragmon trace show --full``.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import JSON, Column, Engine, Table, Text, delete
+from sqlalchemy import JSON, Column, Engine, Table, Text, delete, text
+from sqlalchemy import select as core_select
 from sqlalchemy.exc import SQLAlchemyError
+from sqlalchemy.orm import defer
 from sqlmodel import Field, Session, SQLModel, col, select
 
 from ragmon.monitor.core.errors import Retryable
@@ -34,7 +38,11 @@ class FindingRow(SQLModel, table=True):
     stage: str | None = Field(default=None, max_length=16)
     passage_ids: list[str] = Field(default_factory=list, sa_column=Column(JSON, nullable=False))
     documents: list[list[str | None]] = Field(default_factory=list, sa_column=Column(JSON, nullable=False))
-    reason: str = Field(sa_column=Column(Text, nullable=False))
+    reason: str = Field(sa_column=Column(Text, nullable=False))  # bounded: the first few principals of each list
+    # {list name: {"values": [...], "omitted": n}}, the whole lists the reason cuts short (wording.py);
+    # {} on rows stored before 0009
+    principals: dict[str, Any] = Field(default_factory=dict, sa_column=Column(
+        JSON, nullable=False, server_default=text("'{}'")))
 
 
 _TABLE: Table = FindingRow.__table__  # type: ignore[assignment]
@@ -71,8 +79,10 @@ class FindingsStore:
             raise Retryable(f"findings store: {type(error).__name__}") from error
 
     def find(self, query: FindingQuery) -> list[FindingRow]:
-        """The rows ``query`` selects, newest first, at most ``query.limit``."""
-        statement = select(FindingRow).order_by(col(FindingRow.id).desc()).limit(query.limit)
+        """The rows ``query`` selects, newest first, at most ``query.limit``; without their whole
+        principal lists (reading ``principals`` of such a row raises)."""
+        statement = (select(FindingRow).options(defer(FindingRow.principals, raiseload=True))  # type: ignore[arg-type]
+                     .order_by(col(FindingRow.id).desc()).limit(query.limit))
         if query.signal is not None:
             statement = statement.where(FindingRow.signal == query.signal)
         if query.tenant is not None:
@@ -87,6 +97,16 @@ class FindingsStore:
             statement = statement.where(col(FindingRow.id) < query.cursor)
         with Session(self._engine) as session:
             return list(session.exec(statement))
+
+    def principals(self, ids: Iterable[int]) -> dict[int, dict[str, Any]]:
+        """The whole principal lists of the rows ``ids`` (see :class:`FindingRow`), by id: what
+        ``ragmon trace show --full`` prints beside the bounded reasons."""
+        wanted = sorted(set(ids))
+        if not wanted:
+            return {}
+        statement = core_select(_TABLE.c.id, _TABLE.c.principals).where(_TABLE.c.id.in_(wanted))
+        with self._engine.connect() as connection:
+            return {row.id: row.principals for row in connection.execute(statement)}
 
     def prune(self, before: float) -> int:
         """Delete the rows recorded before ``before`` (Unix seconds); returns how many."""

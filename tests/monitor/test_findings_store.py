@@ -1,10 +1,16 @@
-"""The findings sink and store: redacted rows, stored once whatever the retries, a rate limit per
-signal that counts what it drops, paging, retention; on SQLite and on PostgreSQL."""
+"""The findings sink and store: redacted rows with shown ids, stored once whatever the retries, a
+rate limit per signal that counts what it drops, paging, retention, bounded reasons beside the
+whole principal lists; on SQLite and on PostgreSQL."""
 
 from __future__ import annotations
 
+import json
+import uuid
+
 import pytest
 from pydantic import SecretStr
+from sqlalchemy import text
+from sqlalchemy.exc import SQLAlchemyError
 
 from ragmon.monitor.config.pipeline import SignalsConfig
 from ragmon.monitor.core.catalog import Catalog
@@ -14,8 +20,9 @@ from ragmon.monitor.core.signals import SignalEngine
 from ragmon.monitor.findings.query import QueryError, parse_since, query_from
 from ragmon.monitor.findings.sink import FindingsSink
 from ragmon.monitor.findings.store import FindingQuery, FindingsStore
+from ragmon.monitor.findings.wording import MAX_FULL_LISTS_BYTES, MAX_REASON_CHARS, Wording
 from ragmon.monitor.labeling.redact import RedactionConfig, Redactor
-from ragmon.monitor.storage.store import make_engine
+from ragmon.monitor.storage.store import make_engine, upgrade
 from tests.databases import BOTH, migrated_url
 
 NOW = 1_796_000_000.0
@@ -129,3 +136,83 @@ def test_query_parameters_are_checked_by_name():
                           ({"since": "yesterday"}, "since"), ({"cursor": "1.5"}, "cursor"), ({"tenat": "a"}, "tenat")):
         with pytest.raises(QueryError, match=f"^{named}: "):
             query_from(params, NOW)
+
+
+def _leak(trace_id: str, groups: list[str], tenant: str = "acme") -> Observation:
+    """A trace whose context holds a passage its own ACL keeps from the caller."""
+    catalog = Catalog()
+    passage = Passage("board#1", doc_id="board", score=0.5, acl=["group:board"])
+    event = TraceEvent(trace_id=trace_id, time=NOW, query="q", index=IndexRef("hr"), tenant=tenant,
+                       caller=Caller("u-1", groups), retrievals=[Retrieval("vector", [passage])], context=[passage])
+    return Observation(event, "http", NOW, SignalEngine(SignalsConfig(), catalog).observe(event))
+
+
+def test_ids_are_stored_as_shown_ids_under_a_keyed_row_key(store):
+    trace_id, tenant = f"t-{EMAIL}", "ops@example.org"
+    keys = []
+    for caller_key in ("k" * 32, "j" * 32):
+        redactor = Redactor(RedactionConfig(caller_key=SecretStr(caller_key)))
+        sink = FindingsSink(store, redactor, 100.0, Clock(), monotonic=Clock())
+        sink.consume(_leak(trace_id, ["staff"], tenant))
+        sink.flush(5)
+        rows = store.find(FindingQuery(trace_id=redactor.shown_id(trace_id)))
+        assert len(rows) == 2 and {r.stage for r in rows} == {"candidates", "context"}
+        for row in rows:
+            assert row.trace_id.startswith("[EMAIL]~k") and row.tenant == redactor.shown_id(tenant)
+            assert row.passage_ids == ["board#1"] and EMAIL not in row.key
+        keys.append({row.key for row in rows})
+    # the key is made of shown ids: under another caller key the same trace gives other keys (a
+    # plain hash of the raw id would give the same, and a guessed address could be checked against it)
+    assert not keys[0] & keys[1]
+
+
+def test_a_long_list_is_cut_in_the_reason_and_kept_whole_apart(store):
+    groups = [f"team-{i:03d}-" + "platform-engineering-" * 9 for i in range(400)]
+    sink = sink_for(store, Clock())
+    sink.consume(_leak("many-groups", groups))
+    sink.flush(5)
+    rows = store.find(FindingQuery())
+    assert len(rows) == 2
+    for row in rows:
+        assert len(row.reason) <= MAX_REASON_CHARS
+        assert row.reason.startswith("passage ACL [group:board] excludes the caller [group:team-000-")
+        assert row.reason.endswith(" … and 397 more]")
+        with pytest.raises(SQLAlchemyError):  # a page of rows never loads the whole lists
+            _ = row.principals
+    lists = store.principals(row.id for row in rows)
+    assert set(lists) == {row.id for row in rows}
+    for kept in lists.values():
+        assert kept["acl"] == {"values": ["group:board"], "omitted": 0}
+        assert kept["caller"]["omitted"] == 0 and len(kept["caller"]["values"]) == 402
+        assert sorted(p for p in kept["caller"]["values"] if p.startswith("group:")) == [f"group:{g}" for g in groups]
+
+
+def test_the_whole_lists_are_bounded_too():
+    huge = {"acl": [f"group:acl-{i:03d}-" + "x" * 245 for i in range(500)],
+            "caller": [f"group:caller-{i:03d}-" + "y" * 245 for i in range(500)]}
+    kept = Wording.full_lists(huge)
+    assert len(json.dumps(kept).encode()) <= MAX_FULL_LISTS_BYTES
+    assert kept["acl"] == {"values": huge["acl"], "omitted": 0}  # 131 KB: whole
+    assert 0 < kept["caller"]["omitted"] < 500
+    assert kept["caller"]["values"] == huge["caller"][:500 - kept["caller"]["omitted"]]
+
+
+@pytest.mark.parametrize("database", BOTH)
+def test_rows_stored_before_migration_0009_keep_their_reasons(database, request, tmp_path):
+    if database == "sqlite":
+        url = f"sqlite:///{tmp_path / 'old.db'}"
+    else:
+        url = request.getfixturevalue("postgres").create_database(f"findings_old_{uuid.uuid4().hex[:8]}")
+    engine = make_engine(url)
+    upgrade(engine, "0008")
+    with engine.begin() as connection:
+        connection.execute(text(
+            "insert into finding (key, trace_id, time, recorded_at, tenant, index_name, caller, signal, stage, "
+            "passage_ids, documents, reason) values ('k1', 't1', 1.0, 1.0, 'acme', 'hr', '', 'low_score', null, "
+            "'[]', '[]', 'top score 0.1 of retriever vector is below its limit')"))
+    upgrade(engine)
+    old = FindingsStore(engine)
+    [row] = old.find(FindingQuery())
+    assert row.reason == "top score 0.1 of retriever vector is below its limit"
+    assert old.principals([row.id]) == {row.id: {}}
+    engine.dispose()

@@ -7,8 +7,9 @@ same catalog, and only for traces where something fired, so the common trace cos
 
 A finding holds ids (passages, documents, versions, traces) and the rule in words. Its words are a
 template of ours: every string a sender chose (principals, tenants, versions) is a named term,
-filled in by the store after redaction (``user:`` principals become pseudonyms), so no caller id,
-query or passage text is ever written into one.
+filled in by the findings sink as every surface shows it (ids by their shown id, principals as
+stored samples show them, other names redacted), so no caller id, query or passage text is ever
+written into one.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import StrEnum
+from typing import NamedTuple
 
 from ragmon.monitor.core.catalog import Catalog
 from ragmon.monitor.core.model import FeedbackEvent, Passage, TraceEvent
@@ -52,7 +54,9 @@ class Finding:
 
     ``reason`` is a :meth:`str.format` template of ours; its ``{name}`` fields are filled from
     ``principals`` (lists shown as ``[a, b]``: principals, and other names a sender chose such as
-    embedding models; ``user:`` ones become pseudonyms) and ``terms`` (strings a sender chose).
+    embedding models; ``user:`` ones become pseudonyms; the sink shows the first few of a long
+    list and counts the rest), ``ids`` (ids a sender chose: a tenant, a trace id, a retriever name,
+    shown by their shown id) and ``terms`` (other strings a sender chose, such as versions).
     ``stage``: ``candidates`` (any retrieval list) or ``context`` for the passage-level signals,
     else None. ``documents``: (doc id, version or None), at most :data:`MAX_IDS`, like
     ``passage_ids``. ``trace``: the trace the finding is about; for a rephrase and for feedback
@@ -65,7 +69,17 @@ class Finding:
     passage_ids: list[str] = field(default_factory=list)
     documents: list[tuple[str, str | None]] = field(default_factory=list)
     principals: dict[str, list[str]] = field(default_factory=dict)
+    ids: dict[str, str] = field(default_factory=dict)
     terms: dict[str, str] = field(default_factory=dict)
+
+
+class Why(NamedTuple):
+    """Why a rule flags a passage: the words and the named terms that fill them (see :class:`Finding`)."""
+
+    words: str
+    principals: dict[str, list[str]] = {}
+    ids: dict[str, str] = {}
+    terms: dict[str, str] = {}
 
 
 def fired(signals: TraceSignals) -> bool:
@@ -107,7 +121,7 @@ def explain_trace(trace: TraceEvent, signals: TraceSignals, catalog: Catalog) ->
         if retrieval.low:
             findings.append(Finding(FindingSignal.LOW_SCORE, ref,
                                     f"top score {retrieval.top_score:.4g} of retriever {{retriever}} is below "
-                                    f"{_limit_words(retrieval)}", terms={"retriever": retrieval.retriever}))
+                                    f"{_limit_words(retrieval)}", ids={"retriever": retrieval.retriever}))
     if signals.outcome is Outcome.ABSTAINED:
         words = ("the application marked the answer as abstained" if trace.answer is not None and trace.answer.abstained
                  else "the answer matches a configured refusal pattern")
@@ -118,7 +132,7 @@ def explain_trace(trace: TraceEvent, signals: TraceSignals, catalog: Catalog) ->
         earlier = signals.rephrase_of
         findings.append(Finding(FindingSignal.REPHRASED, earlier,
                                 f"the caller asked again {max(0.0, trace.time - earlier.time):.0f} s later, "
-                                "in trace {later}", terms={"later": trace.trace_id}))
+                                "in trace {later}", ids={"later": trace.trace_id}))
     return findings
 
 
@@ -134,7 +148,7 @@ def explain_feedback(event: FeedbackEvent, signals: FeedbackSignals) -> list[Fin
 
 # --- the rules, passage by passage --------------------------------------------------------------
 
-Rule = Callable[[Passage], tuple[str, dict[str, list[str]], dict[str, str]] | None]
+Rule = Callable[[Passage], Why | None]
 
 
 def _access_rule(trace: TraceEvent, catalog: Catalog) -> Rule:
@@ -148,15 +162,15 @@ def _access_rule(trace: TraceEvent, catalog: Catalog) -> Rule:
         if not access.violation:
             return None
         if access is Access.PASSAGE_EXCLUDES:
-            return "passage ACL {acl} excludes the caller {caller}", {"acl": sorted(passage.acl or ()),
-                                                                      "caller": caller}, {}
+            return Why("passage ACL {acl} excludes the caller {caller}",
+                       {"acl": sorted(passage.acl or ()), "caller": caller})
         # OTHER_TENANT and CATALOG_EXCLUDES are verdicts on a document the catalog knows
         document = catalog.document(catalog.document_of(passage) or "")
         if access is Access.OTHER_TENANT:
-            return ("the catalog puts the document in tenant {owner}; the caller is of tenant {tenant}", {},
-                    {"owner": document.tenant if document else "", "tenant": trace.tenant})
+            return Why("the catalog puts the document in tenant {owner}; the caller is of tenant {tenant}",
+                       ids={"owner": document.tenant if document else "", "tenant": trace.tenant})
         acl = sorted(document.acl or ()) if document else []
-        return "catalog ACL {acl} excludes the caller {caller}", {"acl": acl, "caller": caller}, {}
+        return Why("catalog ACL {acl} excludes the caller {caller}", {"acl": acl, "caller": caller})
 
     return why
 
@@ -169,12 +183,12 @@ def _stale_rule(trace: TraceEvent, catalog: Catalog) -> Rule:
         freshness, served = staleness(passage, catalog, index)
         if freshness is Freshness.OUTDATED:
             current = catalog.document(catalog.document_of(passage) or "")  # known: the catalog decided
-            return ("version {served} was served; the catalog's current version is {current}", {},
-                    {"served": served or "", "current": current.version if current else ""})
+            return Why("version {served} was served; the catalog's current version is {current}",
+                       terms={"served": served or "", "current": current.version if current else ""})
         if freshness is Freshness.DELETED:
-            return "the catalog records the document as deleted", {}, {}
+            return Why("the catalog records the document as deleted")
         if freshness is Freshness.SOURCE_CHANGED:
-            return "the source changed after the passage was indexed", {}, {}
+            return Why("the source changed after the passage was indexed")
         return None
 
     return why
@@ -187,7 +201,7 @@ def _by_stage(signal: FindingSignal, ref: TraceRef, trace: TraceEvent, rule: Rul
     in. The words are those of the first flagged passage, and say how many other rules fired too."""
     # without an explicit context, the last retrieval list is what reached the model
     stages = {"candidates": [p for r in trace.retrievals for p in r.passages], "context": trace.final_context()}
-    why: dict[str, tuple] = {}
+    why: dict[str, Why] = {}
     reason_of: dict[str, tuple] = {}  # the words as one comparable value, made once per passage id
     for passages in stages.values():
         for passage in passages:
@@ -199,17 +213,19 @@ def _by_stage(signal: FindingSignal, ref: TraceRef, trace: TraceEvent, rule: Rul
         if not flagged:
             continue
         reasons = list(dict.fromkeys(reason_of[p.id] for p in flagged))
-        words, principals, terms = why[flagged[0].id]
+        first = why[flagged[0].id]
+        words = first.words
         if len(reasons) > 1:
             words += f" (and {len(reasons) - 1} other rule(s))"
         findings.append(Finding(signal, ref, words, stage=stage, passage_ids=[p.id for p in flagged][:MAX_IDS],
-                                documents=_documents(flagged, document_of), principals=principals, terms=terms))
+                                documents=_documents(flagged, document_of), principals=first.principals,
+                                ids=first.ids, terms=first.terms))
     return findings
 
 
-def _hashable(reason: tuple) -> tuple:
-    words, principals, terms = reason
-    return words, tuple((k, tuple(v)) for k, v in principals.items()), tuple(terms.items())
+def _hashable(reason: Why) -> tuple:
+    return (reason.words, tuple((k, tuple(v)) for k, v in reason.principals.items()), tuple(reason.ids.items()),
+            tuple(reason.terms.items()))
 
 
 def _duplicates(ref: TraceRef, context: list[Passage], signals: TraceSignals) -> Finding:

@@ -122,7 +122,7 @@ def test_a_low_score_names_its_retriever_and_limit():
     engine = SignalEngine(SignalsConfig(low_score_thresholds={"hr": {"vector": 0.4}}), Catalog())
     low = by_signal(engine.observe(trace([Passage("a", score=0.3)])).findings)[FindingSignal.LOW_SCORE][0]
     assert low.reason == "top score 0.3 of retriever {retriever} is below the threshold configured for it, 0.4"
-    assert low.terms == {"retriever": "vector"}
+    assert low.ids == {"retriever": "vector"}
     assert engine.observe(trace([Passage("a", score=0.5)])).findings == []
 
 
@@ -133,7 +133,7 @@ def test_a_rephrase_is_a_finding_of_the_earlier_trace_and_feedback_of_its_trace(
                                       tenant="acme", caller=Caller("alice", ["staff"]),
                                       retrievals=[Retrieval("vector", [Passage("a", score=0.5)])]))
     rephrase = by_signal(again.findings)[FindingSignal.REPHRASED][0]
-    assert rephrase.trace.trace_id == "first" and rephrase.terms == {"later": "second"}
+    assert rephrase.trace.trace_id == "first" and rephrase.ids == {"later": "second"}
     assert "30 s later" in rephrase.reason
     ref = TraceRef("first", "acme", "hr", NOW)
     down = FeedbackEvent(trace_id="first", kind="thumb", value="down", time=NOW + 60)
