@@ -17,47 +17,72 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
 from ragmon.exporters.metrics import BY_NAME, PULLED, MetricSpec
 from ragmon.monitor.config.settings import LabelsConfig
+from ragmon.monitor.labeling.redact import SHOWN_SEPARATOR
 
 OTHER = "other"
-REDACTED = "redacted"
 MAX_HIDDEN = 10_000  # private names remembered per label
 
 
 class LabelCap:
-    """Maps a free-form name to itself while there is room, else to ``other``; a name that looks
-    private (``private``: a detector fires on it, e.g. an e-mail used as a tenant name) becomes
-    ``redacted``, and each such name is reported once to ``on_redacted``. Allowlisted names are
-    taken as they are."""
+    """Maps a free-form name to its label value while there is room, else to ``other``.
 
-    def __init__(self, allow: Iterable[str], limit: int, private: Callable[[str], bool] | None = None,
+    A name is exported as its shown id (``shown``: ``Redactor.shown_id``), the id the findings, the
+    stored samples and pushed alerts show: itself when no detector fires on it, else its redacted
+    text and a keyed hash (an e-mail used as a tenant name becomes ``[EMAIL]~k…``). Such a private
+    name takes a place under the cap like any other, and is reported to ``on_redacted`` when it
+    takes it.
+    Allowlisted names are taken as they are. Without ``shown`` every name is taken as it is."""
+
+    def __init__(self, allow: Iterable[str], limit: int, shown: Callable[[str], str] | None = None,
                  on_redacted: Callable[[], None] | None = None) -> None:
         self._allow = frozenset(allow)
         self._limit = limit
-        self._private = private
+        self._shown = shown
         self._on_redacted = on_redacted or (lambda: None)
-        self._seen: set[str] = set(self._allow)
-        self._hidden: set[str] = set()  # private names met, so the detectors run once per name
+        self._seen: set[str] = set(self._allow)  # label values given out
+        self._private: dict[str, str] = {}  # private name -> its label value, so the detectors run once per name
         self._dynamic = 0
         self._lock = threading.Lock()
 
     def __call__(self, value: str) -> str:
+        """The label value of a name as a sender wrote it."""
         if value in self._seen:
             return value
-        if value in self._hidden:
-            return REDACTED
+        label = self._private.get(value)
+        if label is not None:
+            return label
         with self._lock:
             if value in self._seen:
                 return value
-            if self._dynamic < self._limit:
-                if self._private is not None and self._private(value):
-                    if len(self._hidden) < MAX_HIDDEN:
-                        self._hidden.add(value)
-                        self._on_redacted()
-                    return REDACTED
-                self._dynamic += 1
-                self._seen.add(value)
-                return value
-        return OTHER
+            if self._dynamic >= self._limit:  # full: no need to look at the name
+                return OTHER
+            shown = value if self._shown is None else self._shown(value)
+            if shown == value:
+                return self._take(value)
+            label = self._take(shown, private=True)
+            if len(self._private) < MAX_HIDDEN:
+                self._private[value] = label
+            return label
+
+    def of_shown(self, shown: str) -> str:
+        """The label value of a name already shown (a tenant as a stored sample holds it): the
+        same as the name itself gets, without showing it twice."""
+        if shown in self._seen:
+            return shown
+        with self._lock:
+            return self._take(shown, private=self._shown is not None and SHOWN_SEPARATOR in shown)
+
+    def _take(self, label: str, private: bool = False) -> str:
+        """``label`` while there is room (under the lock)."""
+        if label in self._seen:
+            return label
+        if self._dynamic >= self._limit:
+            return OTHER
+        self._dynamic += 1
+        self._seen.add(label)
+        if private:  # once per name: its label is seen from now on
+            self._on_redacted()
+        return label
 
 
 class RequestDurations:
@@ -88,14 +113,17 @@ class Metrics:
     """Every pushed instrument, by a short name."""
 
     def __init__(self, registry: CollectorRegistry, labels: LabelsConfig,
-                 private: Callable[[str], bool] | None = None) -> None:
-        """``private`` tells a name that must not become a label value (see :class:`LabelCap`)."""
+                 shown: Callable[[str], str] | None = None) -> None:
+        """``shown``: how every surface shows an id a sender chose (``Redactor.shown_id``), for
+        tenant, index and retriever labels (see :class:`LabelCap`) and the trace ids of exemplars;
+        without it, names and ids are taken as they are."""
         self.registry = registry
+        self.shown: Callable[[str], str] = shown or (lambda value: value)
         made = {spec.name: _make(spec, registry) for spec in BY_NAME.values() if spec.name not in PULLED}
         redacted = made["ragmon_redacted_label_values_total"]
-        self.tenant = LabelCap(labels.tenants, labels.max_tenants, private, redacted.labels("tenant").inc)
-        self.index = LabelCap(labels.indexes, labels.max_indexes, private, redacted.labels("index").inc)
-        self.retriever = LabelCap((), labels.max_retrievers, private, redacted.labels("retriever").inc)
+        self.tenant = LabelCap(labels.tenants, labels.max_tenants, shown, redacted.labels("tenant").inc)
+        self.index = LabelCap(labels.indexes, labels.max_indexes, shown, redacted.labels("index").inc)
+        self.retriever = LabelCap((), labels.max_retrievers, shown, redacted.labels("retriever").inc)
         self.answers = made["ragmon_answers_total"]
         self.violations = made["ragmon_permission_violations_total"]
         self.unknown_acl = made["ragmon_unknown_acl_passages_total"]

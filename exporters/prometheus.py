@@ -4,6 +4,7 @@ catalog health, the sample queue and the process at scrape time (:func:`register
 
 from __future__ import annotations
 
+import functools
 import threading
 import time
 from bisect import bisect_left
@@ -59,7 +60,9 @@ class _Tally:
     Here a counter's increments are summed, and only the exemplar that would be left standing is
     given: a counter's latest (with its own amount), and a histogram's latest in each bucket, since
     a scrape sees one exemplar per counter and per bucket. What a scrape reads after the batch is
-    what per-observation updates would have left."""
+    what per-observation updates would have left. The exemplars given are passed through
+    ``relabel`` first (the sink shows their trace ids there: only those left standing, a few per
+    batch, pay for it)."""
 
     __slots__ = ("counts", "latest", "observed")
 
@@ -76,7 +79,7 @@ class _Tally:
     def observe(self, child: Any, bounds: tuple[float, ...], value: float, exemplar: Exemplar = None) -> None:
         self.observed.append((child, bounds, value, exemplar))
 
-    def apply(self) -> None:
+    def apply(self, relabel: Callable[[dict[str, str]], dict[str, str]] = lambda labels: labels) -> None:
         for child, amount in self.counts.items():
             latest = self.latest.get(child)
             if latest is None:
@@ -84,7 +87,7 @@ class _Tally:
                 continue
             if amount > latest[0]:
                 child.inc(amount - latest[0])
-            child.inc(*latest)
+            child.inc(latest[0], relabel(latest[1]))
         kept: set[tuple[int, int]] = set()  # (child, bucket) whose latest exemplar was met
         chosen = [False] * len(self.observed)
         for i in range(len(self.observed) - 1, -1, -1):  # newest first
@@ -95,7 +98,7 @@ class _Tally:
                     kept.add(bucket)
                     chosen[i] = True
         for (child, _, value, exemplar), keep in zip(self.observed, chosen, strict=True):
-            child.observe(value, exemplar if keep else None)
+            child.observe(value, relabel(exemplar) if keep and exemplar is not None else None)
 
 
 class PrometheusSink:
@@ -127,7 +130,8 @@ class PrometheusSink:
         signals = observation.signals
         if isinstance(signals, TraceSignals):
             trace_id = getattr(observation.event, "trace_id", "")
-            # an exemplar's labels hold at most 128 characters; a longer id is left out, not cut
+            # an exemplar's labels hold at most 128 characters; a longer id is left out, not cut (its
+            # shown id is no longer: a private id's is at most 82 characters, another's is the id)
             self._trace(signals, {"trace_id": trace_id} if 0 < len(trace_id) <= MAX_EXEMPLAR_ID else None, tally)
         elif isinstance(signals, FeedbackSignals):
             trace = signals.trace
@@ -138,9 +142,9 @@ class PrometheusSink:
 
     def count_admission(self, admission: Admission) -> None:
         """Count what the weekly quota admitted and refused (or took back) once it is stored. The
-        tenant label is the stored (redacted) tenant name."""
+        tenant label is the stored tenant, already a shown id."""
         for tenant, stratum in admission.sampled:
-            self._m.samples.labels(self._m.tenant(tenant), stratum).inc()
+            self._m.samples.labels(self._m.tenant.of_shown(tenant), stratum).inc()
         for reason in admission.dropped:
             self._m.samples_dropped.labels(reason).inc()
 
@@ -148,7 +152,10 @@ class PrometheusSink:
         """Apply the batch's tally (metrics live in memory: nothing to make durable)."""
         with self._tally_lock:
             tally, self._tally = self._tally, _Tally()
-        tally.apply()
+        # an exemplar names its trace by its shown id, as the findings and samples do; a trace
+        # leaves one in several series (each latency stage, its leak): shown once per batch
+        shown = functools.lru_cache(maxsize=None)(self._m.shown)
+        tally.apply(lambda exemplar: {"trace_id": shown(exemplar["trace_id"])})
         return True
 
     def shutdown(self) -> None:
@@ -172,9 +179,10 @@ class PrometheusSink:
         return children
 
     def _trace(self, s: TraceSignals, exemplar: Exemplar, tally: _Tally) -> None:
-        """Tallies the trace's signals. ``exemplar`` (its trace id) goes with the leak, stale-served
-        and unsupported-citation counters and the latency histograms, shown by an OpenMetrics
-        scrape, so that a panel links a spike to a trace (``GET /api/v1/traces/{id}``)."""
+        """Tallies the trace's signals. ``exemplar`` (its trace id, shown when the tally is
+        applied) goes with the leak, stale-served and unsupported-citation counters and the latency
+        histograms, shown by an OpenMetrics scrape, so that a panel links a spike to a trace
+        (``GET /api/v1/traces/{id}``)."""
         add = tally.add
         slot = self._slot(s.tenant, s.index)
         add(slot.answers[s.outcome], 1)

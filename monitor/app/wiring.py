@@ -382,8 +382,8 @@ def build_runtime(
     # before any thread (e.g. a Kafka producer's) is started
     key = caller_key(settings)
     redactor = Redactor(settings.redaction.model_copy(update={"caller_key": SecretStr(key)}))
-    # a tenant, index or retriever name holding personal data or a secret is not exported as a label
-    metrics = Metrics(registry, settings.labels, private=lambda name: redactor.redact(name) != name)
+    # tenant, index and retriever labels and exemplars' trace ids as every surface shows them
+    metrics = Metrics(registry, settings.labels, shown=redactor.shown_id)
     register_scrape_time(metrics, stats, catalog, clock, sample_queue=samples.counts_by_status)
     signals = SignalEngine(settings.signals, catalog, explain=settings.findings.enabled)
     sharing = _baseline_sharing(settings, engine, signals, clock)

@@ -85,22 +85,40 @@ def test_the_exposition_passes_promtool_and_declares_every_spec_metric():
     assert checked.returncode == 0 and checked.stdout == b"" and checked.stderr == b"", checked
 
 
-def test_a_name_holding_personal_data_or_a_secret_is_exported_as_redacted():
+def test_a_name_holding_personal_data_or_a_secret_is_exported_as_its_shown_id():
     from ragmon.monitor.labeling.redact import RedactionConfig, Redactor
 
-    detector = Redactor(RedactionConfig(), require_key=False)
+    shown = Redactor(RedactionConfig(caller_key="label-test-key-0123456")).shown_id
     registry = CollectorRegistry()
-    sink = PrometheusSink(Metrics(registry, LabelsConfig(tenants=["ops@example.com"]),
-                                  private=lambda name: detector.redact(name) != name))
-    for tenant in ("acme", "bob.jones@example.com", "bob.jones@example.com", "ops@example.com"):
+    sink = PrometheusSink(Metrics(registry, LabelsConfig(tenants=["ops@example.com"]), shown=shown))
+    for tenant in ("acme", "bob.jones@example.com", "bob.jones@example.com", "ops@example.com", "eve@example.org"):
         sink.consume(observation(signals(tenant, "policies", "bm25")))
     sink.flush(1.0)
     exposition = generate_latest(registry).decode()
-    assert "bob.jones" not in exposition
-    assert metric_sum(registry, "ragmon_answers_total", tenant="redacted") == 2
+    assert "bob.jones" not in exposition and "eve@" not in exposition
+    bob, eve = shown("bob.jones@example.com"), shown("eve@example.org")
+    assert bob.startswith("[EMAIL]~k") and eve.startswith("[EMAIL]~k") and bob != eve  # two names, two labels
+    assert metric_sum(registry, "ragmon_answers_total", tenant=bob) == 2
+    assert metric_sum(registry, "ragmon_answers_total", tenant=eve) == 1
     assert metric_sum(registry, "ragmon_answers_total", tenant="acme") == 1
     assert metric_sum(registry, "ragmon_answers_total", tenant="ops@example.com") == 1  # allowlisted on purpose
-    assert metric_sum(registry, "ragmon_redacted_label_values_total", label="tenant") == 1  # one name
+    assert metric_sum(registry, "ragmon_redacted_label_values_total", label="tenant") == 2  # once per name
+    # a stored sample's tenant is a shown id already: counted under the same label, not shown twice
+    from ragmon.monitor.labeling.sample_store import Admission
+
+    sink.count_admission(Admission(sampled=[(bob, "random")]))
+    assert metric_sum(registry, "ragmon_samples_total", tenant=bob) == 1
+    assert metric_sum(registry, "ragmon_redacted_label_values_total", label="tenant") == 2
+
+
+def test_private_names_take_places_under_the_cap():
+    shown = {"a@example.com": "[EMAIL]~k1", "b@example.com": "[EMAIL]~k2", "c@example.com": "[EMAIL]~k3"}
+    reported = []
+    cap = LabelCap([], 2, lambda name: shown.get(name, name), lambda: reported.append(1))
+    assert [cap(v) for v in ("a@example.com", "x", "b@example.com", "a@example.com")] == [
+        "[EMAIL]~k1", "x", OTHER, "[EMAIL]~k1"]
+    assert cap.of_shown("[EMAIL]~k1") == "[EMAIL]~k1" and cap.of_shown("[EMAIL]~k3") == OTHER
+    assert len(reported) == 1  # the one private name given a place
 
 
 def test_a_batch_is_counted_when_it_is_flushed():

@@ -8,6 +8,7 @@ from __future__ import annotations
 import base64
 import json
 import logging
+import re
 import time
 from pathlib import Path
 
@@ -51,7 +52,7 @@ def traces(samples: list[Sample], now: float) -> list[dict]:
             "answer": {"text": sample.text, "citations": [f"{other}#1"]},
             "x_unknown": {"note": other}, "metadata": other,  # fields nobody declared safe
         })
-    # names a detector fires on, as tenant, index and retriever: exported as `redacted`
+    # names a detector fires on, as tenant, index and retriever: exported as their shown ids
     for n, value in enumerate(values[:6]):
         events.append(dict(events[n], trace_id=f"named{n}", tenant=value, index={"name": value},
                            retrievals=[{"retriever": value, "passages": []}]))
@@ -112,7 +113,9 @@ def test_no_planted_item_survives_anywhere(tmp_path: Path, caplog):
     survivors = {name: [v for v in values if v in text or json.dumps(v)[1:-1] in text]
                  for name, text in places.items()}
     assert survivors == dict.fromkeys(places, []), {k: v[:5] for k, v in survivors.items() if v}
-    assert 'tenant="redacted"' in metrics and "ragmon_redacted_label_values_total" in metrics
+    # the six private names, each as its own shown id: redacted text and a keyed hash
+    assert len(set(re.findall(r'tenant="([^"]*~k[0-9a-f]{16})"', metrics))) == 6
+    assert 'ragmon_redacted_label_values_total{label="tenant"} 6.0' in metrics
     assert "x_unknown" not in listed and "metadata" not in listed
 
 
