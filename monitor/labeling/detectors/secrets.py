@@ -36,14 +36,12 @@ _PEM = re.compile(
 _JWT = re.compile(
     rf"(?<![{_TOKEN_CHARS}])eyJ[{_TOKEN_CHARS}]{{8,}}\.eyJ[{_TOKEN_CHARS}]{{8,}}\.[{_TOKEN_CHARS}]*{_AFTER}")
 
-# An AWS key id's alphabet has no hyphen, so a hyphen before or after one is a boundary, not part of
-# a longer token (as it is for ``sk-``, ``xoxb-``): "1-AKIA…" is a key after a number.
-_AWS_KEY_ID = re.compile(
-    r"(?<![A-Za-z0-9_])(?:A3T[A-Z0-9]|AKIA|ASIA|ABIA|ACCA|AGPA|AIDA|AROA|AIPA|ANPA|ANVA|APKA)[A-Z2-7]{16}"
-    r"(?![A-Za-z0-9_])")
-
 _PREFIXED = re.compile(
-    rf"(?<![{_TOKEN_CHARS}])(?:"
+    r"(?<![A-Za-z0-9_])(?:"
+    # AWS access key ids; their alphabet has no hyphen, so a hyphen before or after one is a boundary,
+    # not part of a longer token as it is for the others (``sk-``, ``xoxb-``): "1-AKIA…" is a key
+    r"(?:A3T[A-Z0-9]|AKIA|ASIA|ABIA|ACCA|AGPA|AIDA|AROA|AIPA|ANPA|ANVA|APKA)[A-Z2-7]{16}(?![A-Za-z0-9_])"
+    r"|(?<!-)(?:"
     r"AIza[0-9A-Za-z_\-]{35}|GOCSPX-[0-9A-Za-z_\-]{28}|ya29\.[0-9A-Za-z_\-]{20,}"  # Google API key, OAuth
     r"|sk-(?:proj-|svcacct-|admin-|ant-[a-z]+[0-9]{2}-)?(?=[A-Za-z_\-]*[0-9])[A-Za-z0-9_\-]{20,}"  # OpenAI, Anthropic
     r"|gh[pousr]_[A-Za-z0-9]{36,251}|github_pat_[A-Za-z0-9_]{22,255}"  # GitHub
@@ -52,7 +50,7 @@ _PREFIXED = re.compile(
     r"|(?:sk|rk)_(?:live|test|prod)_[A-Za-z0-9]{10,247}|whsec_[A-Za-z0-9+/=]{20,}"  # Stripe
     r"|hf_[A-Za-z]{34}|npm_[A-Za-z0-9]{36}"  # Hugging Face, npm
     r"|SG\.[A-Za-z0-9_\-]{22}\.[A-Za-z0-9_\-]{43}"  # SendGrid
-    rf"){_AFTER}")
+    rf"){_AFTER})")
 
 # scheme://user:password@host - the password goes, the user name is left to the other detectors
 _URL_PASSWORD = re.compile(r"\b[A-Za-z][A-Za-z0-9+.\-]{0,30}://[^\s/?#@:\[\]]{0,256}:([^\s/?#@\[\]]{1,256})@")
@@ -121,7 +119,6 @@ def _random_looking(text: str, m: re.Match[str]) -> tuple[int, int] | None:
 RULES = [
     Rule("secret", PLACEHOLDER, _PEM, whole_match, "-----BEGIN"),
     Rule("secret", PLACEHOLDER, _JWT, whole_match, "eyJ"),
-    Rule("secret", PLACEHOLDER, _AWS_KEY_ID, whole_match),
     Rule("secret", PLACEHOLDER, _PREFIXED, whole_match),
     Rule("secret", PLACEHOLDER, _URL_PASSWORD, _group1, "://"),
     Rule("secret", PLACEHOLDER, _PAIR, _value, _PAIR_SIGN),
