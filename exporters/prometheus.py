@@ -130,8 +130,8 @@ class PrometheusSink:
         signals = observation.signals
         if isinstance(signals, TraceSignals):
             trace_id = getattr(observation.event, "trace_id", "")
-            # an exemplar's labels hold at most 128 characters; a longer id is left out, not cut (its
-            # shown id is no longer: a private id's is at most 82 characters, another's is the id)
+            # an exemplar's labels hold at most 128 characters; a longer id is left out, not cut. The
+            # shown id given at flush is no longer than the id (a private id's is at most 82 characters)
             self._trace(signals, {"trace_id": trace_id} if 0 < len(trace_id) <= MAX_EXEMPLAR_ID else None, tally)
         elif isinstance(signals, FeedbackSignals):
             trace = signals.trace

@@ -2,8 +2,8 @@
 
 Ids a sender chose (trace ids, tenants, index names, passage and document ids) are stored as their
 shown ids (``Redactor.shown_id``), the key the labeling queue stores a sample by, so a finding names
-its sample's trace and a look-up by raw id maps through the same rule; the words are bounded, the
-whole principal lists kept apart (``monitor/findings/wording.py``).
+its sample's trace, and a reader given a raw id finds both through the same rule; the words are
+bounded, the whole principal lists kept apart (``monitor/findings/wording.py``).
 
 A trace's findings come with its signals (``TraceSignals.findings``, made by the signal engine
 against the catalog the trace was judged by); a thumb down or an escalation is a finding of the

@@ -81,7 +81,7 @@ class FindingsStore:
     def find(self, query: FindingQuery) -> list[FindingRow]:
         """The rows ``query`` selects, newest first, at most ``query.limit``; without their whole
         principal lists (reading ``principals`` of such a row raises)."""
-        statement = (select(FindingRow).options(defer(FindingRow.principals, raiseload=True))  # type: ignore[arg-type]
+        statement = (select(FindingRow).options(defer(FindingRow.principals, raiseload=True))
                      .order_by(col(FindingRow.id).desc()).limit(query.limit))
         if query.signal is not None:
             statement = statement.where(FindingRow.signal == query.signal)
