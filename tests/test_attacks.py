@@ -124,7 +124,7 @@ def test_slow_bodies_hold_no_ingest_slot_and_time_out(impatient_server):
     def slowloris(stop: threading.Event) -> None:
         def one() -> None:
             sock = socket.create_connection(("127.0.0.1", impatient_server.port), timeout=10)
-            sock.sendall(b"POST /v1/events HTTP/1.1\r\nHost: ragmon\r\nContent-Type: application/x-ndjson\r\n"
+            sock.sendall(b"POST /v1/events HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/x-ndjson\r\n"
                          b"Content-Length: 1000000\r\nAuthorization: Bearer " + TOKEN.encode() + b"\r\n\r\n")
             sock.settimeout(0.3)
             answer = b""
