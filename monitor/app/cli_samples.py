@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from collections import Counter
 from pathlib import Path
 
@@ -11,6 +12,8 @@ from rich.table import Table
 
 from ragmon.monitor.app.cli_context import label_studio_of, settings_of, store_of
 from ragmon.monitor.app.cli_output import output_option, shown, stdout
+from ragmon.monitor.app.findings_view import stored_ids_for
+from ragmon.monitor.findings.query import QueryError
 from ragmon.monitor.labeling.sample_store import STATUSES, SampleStore
 
 console = stdout()  # full-width lines when stdout is not a terminal
@@ -18,6 +21,28 @@ console = stdout()  # full-width lines when stdout is not a terminal
 
 def _store(ctx: click.Context) -> SampleStore:
     return store_of(settings_of(ctx))
+
+
+def _stored_tenant(ctx: click.Context, store: SampleStore, tenant: str | None) -> str | None:
+    """``--tenant`` as samples store it: a tenant is stored by its shown id (docs/sampling.md,
+    "Shown ids"), so a raw name maps through it; a shown id copied from a listing is taken as it
+    is when samples hold it."""
+    if tenant is None:
+        return None
+    try:
+        candidates = stored_ids_for(settings_of(ctx)).of(tenant, "tenant")
+    except QueryError as error:
+        raise click.BadParameter(str(error), param_hint="--tenant") from None
+    return next((c for c in candidates if store.count(tenant=c)), candidates[0])
+
+
+def _batch_directory(week: str, tenant: str | None) -> Path:
+    """The default directory of a batch: ``ragmon-data/batches/WEEK[-TENANT]``, the tenant's
+    characters other than letters, digits, ``.``, ``_``, ``~`` and ``-`` replaced by ``_`` (a tenant
+    is whatever a sender named it: a ``/`` or ``..`` in it must not pick another directory)."""
+    if tenant is None:
+        return Path("ragmon-data") / "batches" / week
+    return Path("ragmon-data") / "batches" / f"{week}-{re.sub(r'[^A-Za-z0-9._~-]', '_', tenant)}"
 
 
 def _check_week(week: str) -> None:
@@ -46,6 +71,7 @@ def list_samples(ctx: click.Context, week: str | None, tenant: str | None, statu
     """Samples in a stable order (week, tenant, trace id); with `-o json`, one JSON object per
     line and sample (its redacted trace included)."""
     store = _store(ctx)
+    tenant = _stored_tenant(ctx, store, tenant)
     rows = store.find(week=week, tenant=tenant, status=status, limit=limit)
     if output == "json":
         for row in rows:
@@ -99,8 +125,10 @@ def pull(ctx: click.Context, week: str, tenant: str | None, out_dir: Path | None
     from ragmon.monitor.labeling.weekly import pull_week
 
     _check_week(week)
-    out_dir = out_dir or Path("ragmon-data") / "batches" / (f"{week}-{tenant}" if tenant else week)
-    pulled = pull_week(_store(ctx), week, tenant=tenant, directory=out_dir)
+    store = _store(ctx)
+    tenant = _stored_tenant(ctx, store, tenant)
+    out_dir = out_dir or _batch_directory(week, tenant)
+    pulled = pull_week(store, week, tenant=tenant, directory=out_dir)
     console.print(shown(f"{pulled.cases} cases for {week}{' / ' + tenant if tenant else ''} in {out_dir} "
                         f"({pulled.exported} newly exported)"))
 
@@ -127,7 +155,8 @@ def push(ctx: click.Context, week: str, tenant: str | None, project: str | None)
                 pushes.append(push_batch(studio, title, batch))
                 return pushes[-1].imported
 
-            pulled = pull_week(store_of(settings), week, tenant=tenant, push=push_to_studio)
+            store = store_of(settings)
+            pulled = pull_week(store, week, tenant=_stored_tenant(ctx, store, tenant), push=push_to_studio)
     except LabelStudioError as error:
         raise click.ClickException(str(error)) from None
     where = f"{week}{' / ' + tenant if tenant else ''}"

@@ -122,6 +122,36 @@ def test_trace_ids_that_redact_alike_are_two_samples_keyed_by_their_shown_ids(tm
         assert sample.payload["trace_id"] == trace_id and sample.payload["tenant"] == sample.tenant
 
 
+def test_the_samples_commands_take_a_private_tenant_by_its_raw_name_and_keep_its_batch_inside(tmp_path, monkeypatch):
+    """A tenant is stored by its shown id: ``--tenant`` given the raw name (or the shown id) finds
+    its samples, and the default batch directory is made of the tenant's safe characters only."""
+    from click.testing import CliRunner
+
+    from ragmon.monitor.app.cli import main
+    from ragmon.monitor.labeling.weeks import iso_week
+
+    key = "samples-tenant-key-0123456"
+    runtime = runtime_for(tmp_path, RAGMON_SAMPLING__RATES__RANDOM="1.0", RAGMON_REDACTION__CALLER_KEY=key)
+    now = time.time()
+    feed(runtime, [{"type": "trace", "trace_id": f"t-{tenant}-{i}", "time": now - 60, "tenant": tenant,
+                    "query": f"question {i} of {tenant}", "index": {"name": "policies"}, "context": [{"id": "p1"}]}
+                   for tenant in ("ops@example.com", "../../escape") for i in range(3)])
+    stored = {s.tenant for s in SampleStore(runtime.engine).find()}
+    runtime.close()
+    assert "ops@example.com" not in stored and len(stored) == 2
+    env = {"RAGMON_DATABASE__URL": f"sqlite:///{tmp_path / 'ragmon.db'}", "RAGMON_REDACTION__CALLER_KEY": key}
+    for given in ("ops@example.com", next(t for t in stored if t.startswith("[EMAIL]"))):
+        listed = CliRunner().invoke(main, ["samples", "list", "-o", "json", "--tenant", given], env=env)
+        assert listed.exit_code == 0, listed.output
+        assert len(listed.output.splitlines()) == 3, given
+    monkeypatch.chdir(tmp_path)
+    week = iso_week(now - 60)
+    pulled = CliRunner().invoke(main, ["samples", "pull", "--week", week, "--tenant", "../../escape"], env=env)
+    assert pulled.exit_code == 0, pulled.output
+    assert (tmp_path / "ragmon-data" / "batches" / f"{week}-.._.._escape" / "cases.jsonl").exists()
+    assert not (tmp_path / "escape").exists() and not (tmp_path.parent / "escape").exists()
+
+
 def test_samples_list_and_stats_commands(tmp_path):
     from click.testing import CliRunner
 
