@@ -30,6 +30,7 @@ from ragmon.collectors.letters import (
 
 CALL_TIMEOUT_MS = 10_000
 POLL_MS = 500
+MAX_SIZE_DIGITS = 19  # a record's size in bytes fits a signed 64-bit integer
 
 
 def read_topic_letters(client_options: dict[str, Any], topic: str, max_raw_bytes: int,
@@ -85,8 +86,12 @@ def _letter(message: Any, where: str, max_raw_bytes: int) -> Letter:
         return value
 
     size = header("size")
-    if not (size.isascii() and size.isdigit()):
-        raise LetterProblem("header `ragmon.size` is not a whole number")
+    if not (size.isascii() and size.isdigit() and len(size) <= MAX_SIZE_DIGITS):
+        raise LetterProblem("header `ragmon.size` is not a whole number of bytes")
+    try:
+        written = datetime.fromtimestamp(message.timestamp / 1000, UTC)
+    except (ValueError, OverflowError, OSError):  # a producer may set any timestamp, year 10000 too
+        raise LetterProblem("record timestamp is not a time ragmon can show") from None
     body = LetterBodyFields()
     if message.value:  # an empty value: a letter that kept nothing of its bytes
         try:
@@ -95,7 +100,7 @@ def _letter(message: Any, where: str, max_raw_bytes: int) -> Letter:
             raise LetterProblem(f"value: {error}") from None
     return Letter(
         where=where, key=f"{message.topic}:{message.partition}:{message.offset}",
-        time=datetime.fromtimestamp(message.timestamp / 1000, UTC).isoformat(timespec="milliseconds"),
+        time=written.isoformat(timespec="milliseconds"),
         source=header("source"), reason=header("reason"), detail=header("detail"),
         origin={key.removeprefix("ragmon.origin."): value for key, value in headers.items()
                 if key.startswith("ragmon.origin.")},

@@ -135,6 +135,7 @@ def test_topic_letters_keep_their_own_fields_and_malformed_ones_are_named_by_off
         "ill-typed": send(kafka, topic, b'{"raw_encrypted": 5}', headers),
         "no reason": send(kafka, topic, b"{}", [header for header in headers if header[0] != "ragmon.reason"]),
         "bad size": send(kafka, topic, b"{}", [*headers[:3], ("ragmon.size", b"big")]),
+        "huge size": send(kafka, topic, b"{}", [*headers[:3], ("ragmon.size", b"9" * 5000)]),
     }
 
     runner = CliRunner()
@@ -157,7 +158,8 @@ def test_topic_letters_keep_their_own_fields_and_malformed_ones_are_named_by_off
     assert unusable[bad["not JSON"]].startswith("value is not JSON")
     assert "`$.raw_encrypted`" in unusable[bad["ill-typed"]]
     assert unusable[bad["no reason"]] == "header `ragmon.reason` missing"
-    assert unusable[bad["bad size"]] == "header `ragmon.size` is not a whole number"
+    assert unusable[bad["bad size"]] == unusable[bad["huge size"]] == (
+        "header `ragmon.size` is not a whole number of bytes")
 
     replayed = runner.invoke(main, ["dlq", "replay", "-o", "json"], env=env)
     no_traceback(replayed)
@@ -183,3 +185,22 @@ def test_a_line_torn_by_a_crash_costs_itself_alone(tmp_path):
     assert [(letter.where, letter.reason, letter.privilege) for letter in read.letters] == [
         (f"{path}:2", "missing_field", Privilege.INGEST)]
     assert [entry.where for entry in read.unusable] == [f"{path}:1"]
+
+
+def test_a_topic_record_from_year_ten_thousand_is_named_not_a_traceback():
+    """A producer sets any timestamp it likes (a broker may allow it); one no calendar ragmon reads
+    can show makes the letter unusable, named by where it lies."""
+    from types import SimpleNamespace
+
+    from ragmon.collectors.kafka_dead_letter_reader import _take
+    from ragmon.collectors.letters import LettersRead
+
+    headers = [("ragmon.source", b"http"), ("ragmon.reason", b"missing_field"), ("ragmon.detail", b"d"),
+               ("ragmon.size", b"2")]
+    read = LettersRead()
+    for offset, timestamp in ((7, 253_402_300_800_000), (8, 1_700_000_000_000)):
+        _take(SimpleNamespace(topic="dlq", partition=0, offset=offset, timestamp=timestamp, headers=headers,
+                              value=b"{}"), 1000, read)
+    assert [(u.where, u.problem) for u in read.unusable] == [
+        ("dlq[0]@7", "record timestamp is not a time ragmon can show")]
+    assert [letter.key for letter in read.letters] == ["dlq:0:8"]

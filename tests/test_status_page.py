@@ -19,6 +19,7 @@ import pytest
 from prometheus_client import CollectorRegistry
 from sqlalchemy import event
 
+from ragmon.monitor.app.findings_view import ReadView
 from ragmon.monitor.app.status_page import CELL_CHARS, LATEST_FINDINGS, REFRESH_SECONDS, StatusPage
 from ragmon.monitor.app.wiring import build_runtime
 from ragmon.monitor.config.settings import load_settings
@@ -288,9 +289,24 @@ def test_a_trace_page_is_found_by_its_raw_id_and_by_its_shown_id(runtime):
     assert shown != raw and "alice" not in shown
     runtime.findings.add([_finding(1, shown)])
     runtime.samples.upsert([NewSample(shown, "acme", "2026-W48", {"permission_violation"}, "dev", "f", 0.0, {})])
-    pages = StatusPage(runtime)
+    pages = ReadView(runtime)
     for asked in (raw, shown):
-        page = pages.trace(asked)
+        page = pages.trace_page(asked)
         assert page is not None and f"trace {shown}" in page and "alice" not in page
         assert "strata permission_violation" in page
-    assert pages.trace("collide-bob@example.org") is None  # redacts alike, a trace of its own
+    assert pages.trace_page("collide-bob@example.org") is None  # redacts alike, a trace of its own
+
+
+def test_the_catalog_table_shows_index_names_and_document_ids_by_their_shown_ids(runtime):
+    """The catalog holds ids as their senders named them; the page shows them as every other
+    surface does (a private index name and a stale document's id become shown ids)."""
+    from ragmon.monitor.core.model import DocumentEvent, IndexEvent
+
+    now = time.time()
+    runtime.catalog.apply(IndexEvent(index="idx-carol@example.org", doc_id="bob@example.com", version="v1",
+                                     indexed_at=now - 7200))
+    runtime.catalog.apply(DocumentEvent(doc_id="bob@example.com", version="v2", modified_at=now - 3600))
+    page = StatusPage(runtime).render()
+    shown = runtime.redactor.shown_id
+    assert "carol" not in page and "bob@" not in page
+    assert f"<td>{shown('idx-carol@example.org')}</td>" in page and shown("bob@example.com") in page

@@ -114,16 +114,12 @@ class StatusPage:
                 + self._catalog(now))
         return _page("ragmon status", body, REFRESH_SECONDS)
 
-    def trace(self, trace_id: str) -> str | None:
-        """The page of one trace, looked up by the id as given (a shown id, or an id shown as it
-        is), else by its shown id (``Redactor.shown_id``): its findings and its sample's strata;
-        None when ragmon holds neither. The page names the trace by the id the stores hold."""
-        for stored_id in self._stored_ids(trace_id):
-            rows = self._runtime.findings.find(FindingQuery(trace_id=stored_id, limit=TRACE_FINDINGS))
-            sample = self._runtime.samples.find_one(stored_id)
-            if rows or sample is not None:
-                break
-        else:
+    def trace(self, stored_id: str) -> str | None:
+        """The page of one trace, named by the id the stores hold (``ReadView.trace_page`` maps the
+        id a reader gives): its findings and its sample's strata; None when ragmon holds neither."""
+        rows = self._runtime.findings.find(FindingQuery(trace_id=stored_id, limit=TRACE_FINDINGS))
+        sample = self._runtime.samples.find_one(stored_id)
+        if not rows and sample is None:
             return None
         total, capped = (len(rows), False) if len(rows) < TRACE_FINDINGS else _count(self._runtime.engine, stored_id)
         api = f"/api/v1/traces/{quote(stored_id, safe='')}"
@@ -135,10 +131,9 @@ class StatusPage:
                    if sample is not None else '<p class="muted">not sampled</p>'))
         return _page(f"ragmon trace {_cut(stored_id)}", body, None)
 
-    def _stored_ids(self, trace_id: str) -> list[str]:
-        redactor = self._runtime.redactor
-        shown = redactor.shown_id(trace_id) if redactor is not None else trace_id
-        return [trace_id] if shown == trace_id else [trace_id, shown]
+    def _shown(self, value: str) -> str:
+        """An id the catalog holds as its sender named it, shown as every surface shows it."""
+        return self._runtime.redactor.shown_id(value)
 
     # -- sections ----------------------------------------------------------------------------------
 
@@ -227,8 +222,10 @@ class StatusPage:
     def _catalog(self, now: float) -> str:
         health = self._runtime.catalog.health(now)
         stalest = sorted(health.items(), key=lambda item: (-item[1].max_staleness_seconds, item[0]))
-        rows = [(_e(index), _e(h.stale_documents), _e(f"{h.max_staleness_seconds / 3600:.1f}"),
-                 _e(h.embedding_models), _e(", ".join(h.stalest))) for index, h in stalest[:CATALOG_ROWS]]
+        show = self._shown
+        rows = [(_e(show(index)), _e(h.stale_documents), _e(f"{h.max_staleness_seconds / 3600:.1f}"),
+                 _e(h.embedding_models), _e(", ".join(show(doc_id) for doc_id in h.stalest)))
+                for index, h in stalest[:CATALOG_ROWS]]
         return ("<h2>catalog</h2>" + f"<p>{_e(len(self._runtime.catalog.documents))} documents</p>"
                 + _table(("index", "stale documents", "max staleness (h)", "embedding models", "stalest"), rows,
                          numeric=(1, 2, 3))

@@ -311,9 +311,9 @@ class Runtime:
     samples: SampleStore
     dead_letters: DeadLetterSink
     findings: FindingsStore
+    redactor: Redactor  # the one the stores were written with: how an id is shown (shown_id)
     alerts: AlertDispatcher | None = None  # the direct push, when a target is configured
     telemetry: SelfTelemetry | None = None  # ragmon's own spans, when telemetry.otlp_endpoint is set
-    redactor: Redactor | None = None  # the one the stores were written with: how an id is shown (shown_id)
 
     def ready(self) -> bool:
         """Ready to take traffic: the database answers."""
@@ -413,7 +413,7 @@ def build_runtime(
     log.info("runtime ready: %d documents and %d index entries in the catalog",
              len(catalog.documents), len(catalog.indexed))
     return Runtime(settings, clock, engine, catalog, signals, registry, metrics, pipeline, samples, dead_letters,
-                   findings, alerts, telemetry, redactor)
+                   findings, redactor, alerts, telemetry)
 
 
 def _baseline_sharing(settings: Settings, engine: Engine, signals: SignalEngine,
