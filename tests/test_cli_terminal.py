@@ -177,7 +177,9 @@ def test_json_output_is_exact_json_and_holds_no_control_character(seeded):
     ("a\x1b[2Jb", "a\\x1b[2Jb"), ("\x00\x07\x7f", "\\x00\\x07\\x7f"), ("one\ntwo\tthree\r", "one\\ntwo\\tthree\\r"),
     ("\x9b31m\x9d8;;x", "\\x9b31m\\x9d8;;x"),
     ("\u202eevil\u2066\u2069\u200f\u061c", "\\u202eevil\\u2066\\u2069\\u200f\\u061c"),
-    ("line\u2028para\u2029", "line\\u2028para\\u2029"), ("C:\\data\\x1b", "C:\\data\\x1b"),  # a backslash: as it is
+    ("line\u2028para\u2029", "line\\u2028para\\u2029"),
+    ("a\u200bb\ufeffc\U000e0041d", "a\\u200bb\\ufeffc\\U000e0041d"),  # invisible: two ids would look alike
+    ("C:\\data\\x1b", "C:\\data\\x1b"),  # a backslash: as it is
 ])
 def test_visible_escapes_what_steers_a_terminal_and_keeps_the_rest(value, printed):
     assert visible(value) == printed
@@ -196,3 +198,16 @@ def test_dead_letters_list_shows_an_edited_letter_and_obeys_none(tmp_path):
     assert status == 0, bare
     assert "edited" + visible(HOSTILE) in bare
 
+
+
+def test_an_error_of_several_lines_keeps_its_lines(seeded):
+    """ragmon's own messages may name one bad key a line: each line is made visible, the breaks
+    between them stay breaks."""
+    scratch, environ = seeded
+    status, written = in_terminal(["config", "check"], scratch,
+                                  {**environ, "RAGMON_HTTP__PORT": "x", "RAGMON_HTTP__BOGUS": "1\x1b[2J"})
+    bare = assert_inert(written, coloured=False)
+    assert status == 2, bare
+    lines = bare.replace("\r\n", "\n").splitlines()
+    assert any(line.strip().startswith("http.port") for line in lines), bare
+    assert any(line.strip().startswith("http.bogus") for line in lines) and "\\n" not in bare, bare

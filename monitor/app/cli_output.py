@@ -22,15 +22,20 @@ errors = Console(stderr=True, soft_wrap=True)  # a line is never folded: logs an
 # What a value may not bring to a terminal as it is: every C0 control (newline and tab too: a value
 # is one cell, one line), DEL, every C1 control (CSI U+009B and OSC U+009D act like ESC sequences on
 # many terminals), the Unicode bidirectional marks, embeddings, overrides and isolates (they reorder
-# what is shown around them), and the line and paragraph separators.
-_UNSAFE = re.compile("[\x00-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
+# what is shown around them), the line and paragraph separators, and the invisible format characters
+# (zero-width spaces and joiners, word joiner, byte-order mark, tag characters), with which two
+# different ids would look the same.
+_UNSAFE = re.compile("[\x00-\x1f\x7f-\x9f\u061c\u200b-\u200f\u2028\u2029\u202a-\u202e\u2060-\u2069\ufeff"
+                     "\U000e0000-\U000e007f]")
 _NAMED = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
 
 
 def _escape(match: re.Match[str]) -> str:
     char = match.group()
     code = ord(char)
-    return _NAMED.get(char) or (f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}")
+    if char in _NAMED:
+        return _NAMED[char]
+    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}" if code < 0x10000 else f"\\U{code:08x}"
 
 
 def visible(value: object) -> str:
@@ -50,8 +55,11 @@ def shown(value: object, style: str = "") -> Text:
 
 
 def error(message: object) -> None:
-    """``error: MESSAGE`` on stderr, the message :func:`shown`."""
-    errors.print(Text.assemble(("error:", "red"), " ", shown(message)))
+    """``error: MESSAGE`` on stderr, each line of the message :func:`shown`: ragmon's own messages
+    may run to several lines (one per bad key), and a value inside a line still cannot steer the
+    terminal."""
+    lines = str(message).split("\n")
+    errors.print(Text.assemble(("error:", "red"), " ", Text("\n").join(shown(line) for line in lines)))
 
 
 def stdout() -> Console:
