@@ -183,7 +183,7 @@ class JsonlDeadLetterSink:
         return self._encoder.encode(StoredLetter(
             time=stamp, source=record.source, reason=letter.reason.value, detail=letter.detail,
             origin=record.origin, size=size, truncated=min(len(record.data), self._max_raw_bytes) < size,
-            privilege=record.privilege.value, **self._body.fields(record.data),
+            privilege=record.privilege.value, **self._body.fields(record.data, record.privilege),
         )) + b"\n"
 
     def prune(self, before: float) -> int:

@@ -46,7 +46,8 @@ class KafkaDeadLetterSink:
                    ("ragmon.detail", letter.detail.encode()), ("ragmon.size", str(size).encode()),
                    ("ragmon.privilege", record.privilege.value.encode())]
         headers += [(f"ragmon.origin.{k}", str(v).encode()) for k, v in record.origin.items() if v is not None]
-        return self._producer.send(self._topic, value=self._encode(self._body.fields(record.data)), headers=headers)
+        return self._producer.send(self._topic, value=self._encode(self._body.fields(record.data, record.privilege)),
+                                   headers=headers)
 
     def shutdown(self) -> None:
         self._producer.close(timeout=10)

@@ -27,8 +27,14 @@ from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
 from ragmon.monitor.core.rate_limit import TokenBucket
+from ragmon.monitor.core.records import Privilege
 
-_AAD = b"ragmon dead letter v1"  # binds a ciphertext to its use: not decryptable as anything else
+# The associated data binds a ciphertext to its use (not decryptable as anything else) and, from v2,
+# to the privilege its sender had: a letter whose privilege field or header is raised (``ingest`` ->
+# ``trusted``, on an edited file or a message produced to the topic) no longer decrypts. A v1
+# ciphertext, written before letters recorded a privilege, opens with the least privilege only.
+_AAD_V1 = b"ragmon dead letter v1"
+_AAD_V2 = b"ragmon dead letter v2\x00"
 _NONCE_BYTES = 12
 _TAG_BYTES = 16  # AES-GCM's authentication tag, at the end of the ciphertext
 
@@ -51,10 +57,10 @@ class LetterBody:
         self._max_text_bytes = max_text_bytes
         self._texts = TokenBucket(texts_per_second, max(1.0, texts_per_second * 10), clock)
 
-    def fields(self, data: bytes) -> dict[str, str | bool]:
+    def fields(self, data: bytes, privilege: Privilege) -> dict[str, str | bool]:
         """``raw_hmac`` (or ``raw_sha256``); ``text`` when a redactor is set and the rate allows,
-        else ``text_omitted``; ``raw_encrypted`` (base64 of nonce and ciphertext) when raw bytes
-        are kept."""
+        else ``text_omitted``; ``raw_encrypted`` (base64 of nonce and ciphertext, bound to
+        ``privilege``, the sender's) when raw bytes are kept."""
         kept = data[: self._max_bytes]
         out: dict[str, str | bool]
         if self._hash_key:
@@ -68,15 +74,22 @@ class LetterBody:
                 out["text_omitted"] = True
         if self._cipher is not None:
             nonce = os.urandom(_NONCE_BYTES)
-            out["raw_encrypted"] = base64.b64encode(nonce + self._cipher.encrypt(nonce, kept, _AAD)).decode("ascii")
+            sealed = self._cipher.encrypt(nonce, kept, _AAD_V2 + privilege.value.encode())
+            out["raw_encrypted"] = base64.b64encode(nonce + sealed).decode("ascii")
         return out
 
 
-def decrypt_raw(raw_key: bytes, raw_encrypted: str) -> bytes:
-    """The bytes a letter's ``raw_encrypted`` holds (raises ``cryptography``'s InvalidTag under a
-    wrong key or a changed ciphertext)."""
+def decrypt_raw(raw_key: bytes, raw_encrypted: str, privilege: Privilege) -> tuple[bytes, Privilege]:
+    """The bytes a letter's ``raw_encrypted`` holds and the privilege they may be replayed with:
+    ``privilege`` (what the letter records) when the ciphertext was sealed with it, the least
+    (``ingest``) for a ciphertext of before privileges were recorded. Raises ``cryptography``'s
+    InvalidTag under a wrong key, a changed ciphertext, or a privilege other than the sealed one."""
     blob = base64.b64decode(raw_encrypted)
-    return AESGCM(raw_key).decrypt(blob[:_NONCE_BYTES], blob[_NONCE_BYTES:], _AAD)
+    cipher, nonce, sealed = AESGCM(raw_key), blob[:_NONCE_BYTES], blob[_NONCE_BYTES:]
+    try:
+        return cipher.decrypt(nonce, sealed, _AAD_V2 + privilege.value.encode()), privilege
+    except InvalidTag:
+        return cipher.decrypt(nonce, sealed, _AAD_V1), Privilege.INGEST
 
 
 class UnreadableRaw(ValueError):
@@ -95,12 +108,12 @@ def raw_problem(raw_encrypted: str) -> str | None:
     return None
 
 
-def open_raw(raw_key: bytes, raw_encrypted: str) -> bytes:
-    """The bytes a letter's ``raw_encrypted`` holds, or :class:`UnreadableRaw` saying why not."""
+def open_raw(raw_key: bytes, raw_encrypted: str, privilege: Privilege) -> tuple[bytes, Privilege]:
+    """What :func:`decrypt_raw` gives, or :class:`UnreadableRaw` saying why not."""
     if (problem := raw_problem(raw_encrypted)) is not None:
         raise UnreadableRaw(problem)
     try:
-        return decrypt_raw(raw_key, raw_encrypted)
+        return decrypt_raw(raw_key, raw_encrypted, privilege)
     except InvalidTag:
         raise UnreadableRaw("raw bytes fail their authentication tag: another dead_letter.encryption_key, "
-                            "or the letter was altered") from None
+                            "or the letter was altered (its privilege too is sealed with its bytes)") from None

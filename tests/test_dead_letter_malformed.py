@@ -55,7 +55,7 @@ def test_malformed_letters_in_the_file_are_named_by_line_and_the_others_replayed
     refuse(tmp_path, env, ["good-1", "good-2", "good-3"])
     path = tmp_path / "dead.jsonl"
     good = [json.loads(line) for line in path.read_text().splitlines()]
-    other_key = LetterBody(raw_key=b"o" * 32).fields(b'{"type": "trace"}')["raw_encrypted"]
+    other_key = LetterBody(raw_key=b"o" * 32).fields(b'{"type": "trace"}', Privilege.TRUSTED)["raw_encrypted"]
     bad = {
         "not JSON": "{not json at all",
         "not an object": "[1, 2, 3]",

@@ -130,3 +130,48 @@ def test_a_letter_written_before_privileges_were_recorded_counts_as_the_least():
     line = json.dumps({"time": "2026-11-29T22:44:34.411+00:00", "source": "file", "reason": "too_long",
                        "detail": "d", "origin": {"line": 1}, "size": 3, "truncated": False}).encode()
     assert file_letter(line, "dead.jsonl:1").privilege is Privilege.INGEST
+
+
+def test_a_letter_whose_privilege_was_raised_does_not_open(tmp_path):
+    """The privilege is sealed with the raw bytes: an ``ingest`` letter edited (in the file, or
+    re-produced to the topic with another header) to claim ``trusted`` fails its tag and is not
+    replayed; a letter sealed before privileges were recorded opens with the least privilege, whatever
+    it claims, so a forged catalog event in it stays refused."""
+    import os
+
+    from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+
+    from ragmon.collectors.letter_body import LetterBody, UnreadableRaw, open_raw
+
+    raw_key = b"k" * 32
+    sealed = LetterBody(raw_key=raw_key).fields(FORGED, Privilege.INGEST)["raw_encrypted"]
+    assert open_raw(raw_key, sealed, Privilege.INGEST) == (FORGED, Privilege.INGEST)
+    for raised in (Privilege.CATALOG, Privilege.TRUSTED):
+        try:
+            open_raw(raw_key, sealed, raised)
+        except UnreadableRaw as error:
+            assert "authentication tag" in str(error)
+        else:
+            raise AssertionError(f"a letter raised to {raised} opened")
+
+    nonce = os.urandom(12)  # as letters were sealed before they recorded a privilege
+    old = base64.b64encode(nonce + AESGCM(raw_key).encrypt(nonce, FORGED, b"ragmon dead letter v1")).decode()
+    assert open_raw(raw_key, old, Privilege.TRUSTED) == (FORGED, Privilege.INGEST)
+
+
+def test_replay_of_an_edited_letter_applies_nothing(tmp_path):
+    """End to end: the forged catalog event's letter, its privilege edited to ``trusted`` in the
+    file, is named unusable by ``dead-letters replay`` and the catalog keeps the document's ACL."""
+    with RagmonServer(tmp_path, **ENV) as server:
+        assert post(server, [document("1", ["group:hr"])], CATALOG)["accepted"] == 1
+        post(server, [document("2", ["*"])], INGEST)
+    path = tmp_path / "dead.jsonl"
+    [letter] = read_dead_letters(path)
+    path.write_text(json.dumps({**letter, "privilege": "trusted"}) + "\n")
+    replay = dead_letters(server, "replay", "-o", "json")
+    assert replay.returncode == 1 and "Traceback" not in replay.stderr, replay.stdout + replay.stderr
+    summary = json.loads(replay.stdout)
+    assert (summary["replayed"], summary["unusable_total"]) == (0, 1)
+    assert "authentication tag" in summary["unusable"][0]["problem"]
+    with RagmonServer(tmp_path, **ENV) as restarted:
+        assert leaks_counted(restarted, "leak-after-edited-replay") == 1

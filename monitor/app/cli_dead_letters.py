@@ -131,7 +131,7 @@ def list_letters(ctx: click.Context, reason: str | None, since: str | None, limi
         why = _why_not(letter, replayed)
         if why is None and raw_key is not None:
             try:
-                open_raw(raw_key, letter.body.raw_encrypted)  # only the letters shown: at most --limit
+                open_raw(raw_key, letter.body.raw_encrypted, letter.privilege)  # only those shown: --limit
             except UnreadableRaw as error:
                 why = str(error)
         return why or "possible"

@@ -81,13 +81,13 @@ def replay_records(settings: Settings, letters: Sequence[Letter], raw_key: bytes
                 records: list[RawRecord] = []
                 for letter in letters[start:start + BATCH]:
                     try:
-                        data = open_raw(raw_key, letter.body.raw_encrypted or "")
+                        data, privilege = open_raw(raw_key, letter.body.raw_encrypted or "", letter.privilege)
                     except UnreadableRaw as error:
                         result.unusable.append(Unusable(letter.where, str(error)))
                         continue
-                    granted = grant_catalog and letter.privilege is Privilege.INGEST
+                    granted = grant_catalog and privilege is Privilege.INGEST
                     fed.append((letter, granted))
-                    records.append(RawRecord("file", data, {"dead_letter": letter.key}, privilege=letter.privilege,
+                    records.append(RawRecord("file", data, {"dead_letter": letter.key}, privilege=privilege,
                                              catalog_granted=granted))
                 if records:
                     _note(log, fed, runtime.pipeline.process(records), result)

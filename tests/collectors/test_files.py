@@ -16,7 +16,7 @@ from ragmon.collectors.files import JsonlDeadLetterSink, JsonlSource, SourceStop
 from ragmon.collectors.letter_body import LetterBody, decrypt_raw
 from ragmon.monitor.core.errors import Reason, Retryable
 from ragmon.monitor.core.pipeline import BatchResult, Processor
-from ragmon.monitor.core.records import DeadLetter, RawRecord
+from ragmon.monitor.core.records import DeadLetter, Privilege, RawRecord
 from ragmon.monitor.core.retry import RetryPolicy
 from tests.collectors.contract import (  # noqa: F401  (the contract tests run here)
     SourceHarness,
@@ -107,10 +107,11 @@ def test_dead_letter_file_keeps_reason_detail_origin_and_raw_bytes(tmp_path: Pat
     assert first["reason"] == "malformed_json" and first["origin"] == {"path": "x", "line": 3}
     assert first["text"] == "\ufffd[X] jso"  # the kept bytes, decoded, through the redactor
     assert first["raw_hmac"] == hmac.new(KEY, b"\xffnot json at all", hashlib.sha256).hexdigest()  # of all bytes
-    assert decrypt_raw(RAW_KEY, first["raw_encrypted"]) == b"\xffnot jso"
+    assert first["privilege"] == "trusted"  # a file replayed by the operator
+    assert decrypt_raw(RAW_KEY, first["raw_encrypted"], Privilege.TRUSTED) == (b"\xffnot jso", Privilege.TRUSTED)
     assert "\xffnot" not in base64.b64decode(first["raw_encrypted"]).decode("latin-1")
     with pytest.raises(InvalidTag):
-        decrypt_raw(bytes(32), first["raw_encrypted"])
+        decrypt_raw(bytes(32), first["raw_encrypted"], Privilege.TRUSTED)
     assert first["truncated"] is True and first["size"] == 16
     assert first["time"] == "2026-11-30T00:53:20.000+00:00"
     assert second["size"] == 10_000 and second["truncated"] is True
@@ -119,11 +120,11 @@ def test_dead_letter_file_keeps_reason_detail_origin_and_raw_bytes(tmp_path: Pat
 def test_under_a_flood_only_so_many_letters_a_second_get_a_redacted_text():
     clock = [0.0]
     body = LetterBody(hash_key=KEY, redact=str.upper, texts_per_second=2, clock=lambda: clock[0])
-    first = [body.fields(f"junk {i}".encode()) for i in range(25)]
+    first = [body.fields(f"junk {i}".encode(), Privilege.INGEST) for i in range(25)]
     assert [f.get("text") for f in first[:20]] == [f"JUNK {i}" for i in range(20)]  # a burst of ten seconds' worth
     assert all(f.get("text_omitted") is True and "text" not in f and f["raw_hmac"] for f in first[20:])
     clock[0] = 1.0  # a second later: two more
-    assert [("text" in body.fields(b"later")) for _ in range(3)] == [True, True, False]
+    assert [("text" in body.fields(b"later", Privilege.INGEST)) for _ in range(3)] == [True, True, False]
 
 
 def test_without_a_body_policy_a_letter_keeps_no_bytes_at_all(tmp_path: Path):

@@ -23,6 +23,7 @@ from ragmon.collectors.letter_body import decrypt_raw
 from ragmon.monitor.app.cli import main
 from ragmon.monitor.app.wiring import build_runtime
 from ragmon.monitor.config.settings import ConfigError, load_settings
+from ragmon.monitor.core.records import Privilege
 from tests.clean_run import UNCAPPED_SAMPLING
 from tests.privacy.corpus import Sample, generate
 
@@ -132,7 +133,8 @@ def test_raw_bytes_are_kept_only_encrypted_and_only_when_asked(tmp_path: Path):
     [letter] = read_dead_letters(tmp_path / "dead.jsonl")
     assert "jane.roe" not in json.dumps(letter) and "AKIAIOSFODNN7EXAMPLE" not in json.dumps(letter)
     assert "[EMAIL]" in letter["text"] and "[SECRET]" in letter["text"]
-    assert decrypt_raw(bytes(range(32)), letter["raw_encrypted"]) == record
+    privilege = Privilege(letter["privilege"])  # the ciphertext is sealed with its sender's privilege
+    assert decrypt_raw(bytes(range(32)), letter["raw_encrypted"], privilege) == (record, privilege)
 
 
 @pytest.mark.parametrize("key", ["", "bm90IGEga2V5", "not base64 at all!"])
