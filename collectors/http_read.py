@@ -13,7 +13,7 @@ from typing import Any, Protocol
 
 from anyio import CapacityLimiter, to_thread
 from starlette.requests import Request
-from starlette.responses import HTMLResponse, JSONResponse, Response
+from starlette.responses import HTMLResponse, JSONResponse, PlainTextResponse, Response
 from starlette.routing import Route
 
 from ragmon.collectors.http_access import ReadAccess, ReadRefused
@@ -92,7 +92,10 @@ def read_routes(read_api: ReadApi, access: ReadAccess, limiter: CapacityLimiter)
     async def trace_page(request: Request) -> Response:
         if (answer := refused_page(request)) is not None:
             return answer
-        page = await to_thread.run_sync(read_api.trace_page, request.path_params["trace_id"], limiter=limiter)
+        try:
+            page = await to_thread.run_sync(read_api.trace_page, request.path_params["trace_id"], limiter=limiter)
+        except ValueError as error:
+            return PlainTextResponse(f"bad request: {error}", status_code=400)
         if page is None:
             return HTMLResponse(NOT_FOUND_PAGE, status_code=404)
         return HTMLResponse(page)

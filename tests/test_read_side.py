@@ -24,6 +24,7 @@ from ragmon.monitor.findings.store import FindingsStore
 from ragmon.monitor.labeling.redact import RedactionConfig, Redactor
 from ragmon.monitor.labeling.sample_store import Sample
 from ragmon.monitor.storage.store import make_engine
+from tests.databases import BOTH, migrated_url
 from tests.ragmon_process import RagmonServer
 from tests.services.harness import free_port
 from tests.test_findings import _events
@@ -280,3 +281,24 @@ def _no_outer_settings(monkeypatch):
 if __name__ == "__main__":
     spec = json.loads(sys.argv[1])
     print(json.dumps(_reads_inside(Path(spec["scratch"]), spec["env"])))
+
+
+@pytest.fixture(params=BOTH)
+def database_url(request, tmp_path) -> str:
+    return migrated_url(request, tmp_path, "read_side")
+
+
+def test_a_nul_character_in_an_id_looked_up_is_a_bad_request_on_either_database(tmp_path, database_url):
+    """PostgreSQL refuses a NUL in a text parameter (psycopg's DataError, once a 500): every look-up
+    by id answers 400 naming the parameter instead."""
+    with RagmonServer(tmp_path, RAGMON_HTTP__READ_TOKEN=READ, RAGMON_DATABASE__URL=database_url,
+                      RAGMON_REDACTION__CALLER_KEY="read-side-nul-key-0123") as server:
+        for path, params, named in (("/api/v1/findings", {"tenant": "\x00"}, "tenant"),
+                                    ("/api/v1/findings", {"index": "a\x00b"}, "index"),
+                                    ("/api/v1/findings", {"trace_id": "\x00"}, "trace_id"),
+                                    ("/api/v1/traces/a%00b", {}, "trace_id")):
+            answer = httpx.get(f"{server.url}{path}", params=params, headers=bearer(READ))
+            assert answer.status_code == 400, (path, params, answer.text)
+            assert answer.json()["error"] == f"{named}: holds a NUL character"
+        page = httpx.get(f"{server.url}/traces/a%00b", headers=bearer(READ))
+        assert page.status_code == 400 and "NUL" in page.text

@@ -42,7 +42,10 @@ class StoredIds:
 
     def of(self, value: str, parameter: str) -> tuple[str, ...]:
         """The stored values ``value`` may stand for, the shown id first; raises
-        :class:`QueryError` naming ``parameter`` when the shown id needs a key this process lacks."""
+        :class:`QueryError` naming ``parameter`` when the shown id needs a key this process lacks,
+        or for a NUL character (no stored id holds one, and PostgreSQL refuses it in a query)."""
+        if "\x00" in value:
+            raise QueryError(f"{parameter}: holds a NUL character")
         try:
             shown = self._redactor.shown_id(value)
         except ValueError:
