@@ -24,7 +24,7 @@ def run(traces: int = TRACES) -> dict[str, float]:
     from ragmon.monitor.app.simulate import Simulator
     from ragmon.monitor.app.wiring import build_runtime, settle_start_up_objects
     from ragmon.monitor.config.settings import load_settings
-    from ragmon.monitor.core.records import RawRecord
+    from ragmon.monitor.core.records import Privilege, RawRecord
     from tests.ragmon_process import rss_mb
 
     checkpoints = {traces // 10: "early", traces: "end"}
@@ -35,13 +35,14 @@ def run(traces: int = TRACES) -> dict[str, float]:
         simulator = Simulator(seed=41, start=time.time() - traces / 20, rate=20.0)
         runtime = build_runtime(settings, clock=lambda: simulator.now, registry=CollectorRegistry())
         encode = msgspec.json.Encoder().encode
-        runtime.pipeline.process([RawRecord("file", encode(e)) for e in simulator.catalog()])
+        runtime.pipeline.process([RawRecord("file", encode(e), privilege=Privilege.TRUSTED)
+                                  for e in simulator.catalog()])
         settle_start_up_objects()  # as `ragmon serve` does once it is built
         seen, batch, started = 0, [], time.perf_counter()
         # the simulator's traffic in slices, so the generator's own memory does not grow with the run
         while seen < traces:
             for event in simulator.traffic(min(10_000, traces - seen)):
-                batch.append(RawRecord("file", encode(event)))
+                batch.append(RawRecord("file", encode(event), privilege=Privilege.TRUSTED))
                 if event["type"] == "trace":
                     seen += 1
                     if seen in checkpoints:

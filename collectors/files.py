@@ -21,7 +21,7 @@ from ragmon.collectors.letters import StoredLetter, dead_letter_files
 from ragmon.monitor.core.errors import Retryable
 from ragmon.monitor.core.pipeline import Processor
 from ragmon.monitor.core.private_files import open_private
-from ragmon.monitor.core.records import DeadLetter, RawRecord
+from ragmon.monitor.core.records import DeadLetter, Privilege, RawRecord
 from ragmon.monitor.core.retry import GaveUp, RetryPolicy, until_accepted
 
 log = logging.getLogger(__name__)
@@ -100,7 +100,7 @@ class JsonlSource(BackgroundSource):
         number = previous_line + 1
         origin = {"path": self._path, "line": number}
         if len(line) <= self._max_record_bytes or line.endswith(b"\n"):
-            return RawRecord(self._source, line.rstrip(b"\r\n"), origin)
+            return RawRecord(self._source, line.rstrip(b"\r\n"), origin, privilege=Privilege.TRUSTED)
         # An over-long line: keep its head, skip the rest without holding it.
         size = len(line)
         head = line[: self._keep_bytes]
@@ -110,7 +110,7 @@ class JsonlSource(BackgroundSource):
                 break
             size += len(line)
             self._bytes_read += len(line)
-        return RawRecord(self._source, head, origin, size=size)
+        return RawRecord(self._source, head, origin, size=size, privilege=Privilege.TRUSTED)
 
     def _deliver(self, batch: list[RawRecord], last_line: int) -> None:
         def wait(delay: float) -> bool:

@@ -39,7 +39,7 @@ from ragmon.collectors.kafka_calls import POLL_THREAD_CALL_MS, is_retriable
 from ragmon.monitor.core.errors import Retryable
 from ragmon.monitor.core.pipeline import BatchResult, Processor
 from ragmon.monitor.core.rate_limit import TokenBucket
-from ragmon.monitor.core.records import RawRecord
+from ragmon.monitor.core.records import Privilege, RawRecord
 from ragmon.monitor.core.retry import GaveUp, RetryPolicy, until_accepted
 
 log = logging.getLogger(__name__)
@@ -366,7 +366,8 @@ class KafkaSource(BackgroundSource):
 
 def _record(message: Any) -> RawRecord:
     return RawRecord(SOURCE, message.value or b"",
-                     {"topic": message.topic, "partition": message.partition, "offset": message.offset})
+                     {"topic": message.topic, "partition": message.partition, "offset": message.offset},
+                     privilege=Privilege.TRUSTED)  # the topic's own ACLs guard who produces to it
 
 
 def _partitions(held: dict[str, list[int]]) -> str:

@@ -20,7 +20,7 @@ from ragmon.collectors.background import BackgroundSource
 from ragmon.collectors.kafka import BACKOFF, SOURCE
 from ragmon.collectors.kafka_calls import CALL_DEADLINE, CALL_TIMEOUT_MS, kafka_call
 from ragmon.monitor.core.pipeline import Processor
-from ragmon.monitor.core.records import RawRecord
+from ragmon.monitor.core.records import Privilege, RawRecord
 from ragmon.monitor.core.retry import GaveUp, RetryPolicy, until_accepted
 
 log = logging.getLogger(__name__)
@@ -80,7 +80,8 @@ class KafkaCatalogReader(BackgroundSource):
                     self._stop.wait(0.2)
                     continue
                 polled = consumer.poll(timeout_ms=200 if self.caught_up.is_set() else 500, max_records=self._max_batch)
-                batch = [RawRecord(SOURCE, m.value, {"topic": m.topic, "partition": m.partition, "offset": m.offset})
+                batch = [RawRecord(SOURCE, m.value, {"topic": m.topic, "partition": m.partition, "offset": m.offset},
+                                   privilege=Privilege.TRUSTED)
                          for messages in polled.values() for m in messages
                          if m.value is not None]  # a tombstone only tells compaction to drop a key
                 if batch:

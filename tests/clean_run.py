@@ -20,7 +20,7 @@ def clean_run_samples(values: Sequence[bytes], scratch: Path, batch: int = 500, 
 
     from ragmon.monitor.app.wiring import build_runtime
     from ragmon.monitor.config.settings import load_settings
-    from ragmon.monitor.core.records import RawRecord
+    from ragmon.monitor.core.records import Privilege, RawRecord
     from ragmon.monitor.labeling.sample_store import SampleStore
 
     scratch.mkdir(parents=True, exist_ok=True)
@@ -29,7 +29,8 @@ def clean_run_samples(values: Sequence[bytes], scratch: Path, batch: int = 500, 
     runtime = build_runtime(settings, registry=CollectorRegistry())
     try:
         for start in range(0, len(values), batch):
-            runtime.pipeline.process([RawRecord("file", value) for value in values[start:start + batch]])
+            runtime.pipeline.process([RawRecord("file", value, privilege=Privilege.TRUSTED)
+                                      for value in values[start:start + batch]])
         return {sample.trace_id: set(sample.strata) for sample in SampleStore(runtime.engine).find()}
     finally:
         runtime.close()

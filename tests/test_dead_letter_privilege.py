@@ -120,7 +120,7 @@ def test_a_letter_records_its_senders_privilege_never_a_grant(tmp_path):
     pipeline.process([RawRecord("http", FORGED, {"item": 0}, privilege=Privilege.INGEST),
                       RawRecord("file", undated, {"dead_letter": "k"}, privilege=Privilege.INGEST,
                                 catalog_granted=True),
-                      RawRecord("file", undated, {"line": 3})])
+                      RawRecord("file", undated, {"line": 3}, privilege=Privilege.TRUSTED)])
     sink.shutdown()
     assert [(letter["reason"], letter["privilege"]) for letter in read_dead_letters(tmp_path / "dead.jsonl")] == [
         ("not_permitted", "ingest"), ("bad_timestamp", "ingest"), ("bad_timestamp", "trusted")]

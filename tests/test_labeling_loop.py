@@ -18,7 +18,7 @@ from ragmon.monitor.app.cli import main
 from ragmon.monitor.app.simulate import Incident, Simulator
 from ragmon.monitor.app.wiring import build_runtime
 from ragmon.monitor.config.settings import load_settings
-from ragmon.monitor.core.records import RawRecord
+from ragmon.monitor.core.records import Privilege, RawRecord
 from ragmon.monitor.labeling.labels import dataset_ids
 from ragmon.monitor.labeling.sample_store import SampleStore
 from ragmon.monitor.labeling.weeks import iso_week
@@ -29,7 +29,7 @@ pytestmark = pytest.mark.integration
 
 def feed(env: dict[str, str], events) -> None:
     runtime = build_runtime(load_settings(environ=env), registry=CollectorRegistry())
-    records = [RawRecord("file", msgspec.json.encode(e)) for e in events]
+    records = [RawRecord("file", msgspec.json.encode(e), privilege=Privilege.TRUSTED) for e in events]
     for start in range(0, len(records), 500):
         runtime.pipeline.process(records[start:start + 500])
     runtime.close()

@@ -18,7 +18,7 @@ from prometheus_client import CollectorRegistry
 from ragmon.monitor.app.cli import main
 from ragmon.monitor.app.wiring import build_runtime
 from ragmon.monitor.config.settings import load_settings
-from ragmon.monitor.core.records import RawRecord
+from ragmon.monitor.core.records import Privilege, RawRecord
 from ragmon.monitor.labeling.sample_store import SampleStore
 from ragmon.monitor.storage.store import make_engine
 
@@ -60,7 +60,7 @@ def test_no_planted_item_reaches_the_store_or_any_export(tmp_path, label_studio)
            "RAGMON_REGRESSION__CASES": str(dataset)}
     now = time.time()
     runtime = build_runtime(load_settings(environ=env), registry=CollectorRegistry())
-    runtime.pipeline.process([RawRecord("file", msgspec.json.encode(trace(n, item, now)))
+    runtime.pipeline.process([RawRecord("file", msgspec.json.encode(trace(n, item, now)), privilege=Privilege.TRUSTED)
                               for n, item in enumerate(CORPUS)])
     runtime.close()
     store = SampleStore(make_engine(env["RAGMON_DATABASE__URL"]))

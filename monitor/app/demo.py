@@ -17,7 +17,7 @@ from rich.live import Live
 from rich.table import Table
 
 from ragmon.monitor.app.simulate import Incident, Simulator
-from ragmon.monitor.core.records import RawRecord
+from ragmon.monitor.core.records import Privilege, RawRecord
 
 MetricReader = Callable[..., float]  # (metric name, **labels) -> sum of matching samples
 Snapshot = Callable[[], MetricReader]  # collects the metrics once, for a reader of that moment
@@ -103,7 +103,8 @@ class Demo:
         return report
 
     def _feed(self, events: Iterator, seen: int) -> None:
-        records = [RawRecord("file", e if isinstance(e, bytes) else msgspec.json.encode(e), {"trace": seen})
+        records = [RawRecord("file", e if isinstance(e, bytes) else msgspec.json.encode(e), {"trace": seen},
+                             privilege=Privilege.TRUSTED)
                    for e in events]
         if records:
             self.process(records)

@@ -32,7 +32,8 @@ class RawRecord:
     ``source`` is a closed-set name (``file``, ``kafka``, ``http``, ``otlp``) used as a metric label.
     ``origin`` locates the record for the dead-letter sink, e.g. ``{"path": ..., "line": 12}`` or
     ``{"topic": ..., "partition": 3, "offset": 1042}``; it never holds record content.
-    ``privilege`` is what its sender may do (:class:`Privilege`); a dead letter of the record keeps it.
+    ``privilege`` is what its sender may do (:class:`Privilege`; the least unless the source says
+    otherwise); a dead letter of the record keeps it.
     ``catalog_granted`` is an operator's grant of the catalog right for this one pass
     (``ragmon dead-letters replay --grant-catalog``): it is never written into a dead letter.
     """
@@ -41,7 +42,7 @@ class RawRecord:
     data: bytes
     origin: dict[str, Any] = field(default_factory=dict)
     size: int | None = None  # the real size when a source kept only the head of an oversized record
-    privilege: Privilege = Privilege.TRUSTED
+    privilege: Privilege = Privilege.INGEST  # the least: a source grants more on purpose
     catalog_granted: bool = False
 
     @property

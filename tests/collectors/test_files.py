@@ -99,7 +99,8 @@ def test_dead_letter_file_keeps_reason_detail_origin_and_raw_bytes(tmp_path: Pat
                       max_text_bytes=8)
     sink = JsonlDeadLetterSink(tmp_path / "dlq" / "dead.jsonl", max_raw_bytes=8, clock=lambda: 1_796_000_000.0,
                                body=body)
-    sink.write([DeadLetter(RawRecord("file", b"\xffnot json at all", {"path": "x", "line": 3}),
+    sink.write([DeadLetter(RawRecord("file", b"\xffnot json at all", {"path": "x", "line": 3},
+                                     privilege=Privilege.TRUSTED),
                            Reason.MALFORMED_JSON, "bad")])
     sink.write([DeadLetter(RawRecord("file", b"head", {"line": 9}, size=10_000), Reason.TOO_LARGE, "big")])
     sink.shutdown()
@@ -156,7 +157,7 @@ def test_the_dead_letter_file_rotates_and_counts_what_the_oldest_file_took_away(
 def test_a_full_disk_raises_retryable(tmp_path: Path):
     sink = JsonlDeadLetterSink(Path("/dev/full"), max_raw_bytes=100)
     with pytest.raises(Retryable, match="/dev/full"):
-        sink.write([DeadLetter(RawRecord("file", b"x", {}), Reason.MALFORMED_JSON, "bad")])
+        sink.write([DeadLetter(RawRecord("file", b"x", {}, privilege=Privilege.TRUSTED), Reason.MALFORMED_JSON, "bad")])
 
 
 FILL_UNTIL_FULL = """
@@ -164,7 +165,7 @@ import resource, signal, sys
 from pathlib import Path
 from ragmon.collectors.files import JsonlDeadLetterSink
 from ragmon.monitor.core.errors import Reason, Retryable
-from ragmon.monitor.core.records import DeadLetter, RawRecord
+from ragmon.monitor.core.records import DeadLetter, Privilege, RawRecord
 signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # a short write instead of death
 resource.setrlimit(resource.RLIMIT_FSIZE, (1500, 1500))
 sink = JsonlDeadLetterSink(Path(sys.argv[1]), max_raw_bytes=1000)
@@ -197,4 +198,4 @@ def test_an_unwritable_directory_raises_retryable(tmp_path: Path):
     blocker.write_text("")
     sink = JsonlDeadLetterSink(blocker / "dead.jsonl", max_raw_bytes=100)
     with pytest.raises(Retryable):
-        sink.write([DeadLetter(RawRecord("file", b"x", {}), Reason.MALFORMED_JSON, "bad")])
+        sink.write([DeadLetter(RawRecord("file", b"x", {}, privilege=Privilege.TRUSTED), Reason.MALFORMED_JSON, "bad")])

@@ -17,7 +17,7 @@ from ragmon.monitor.core.catalog import Catalog
 from ragmon.monitor.core.errors import Retryable
 from ragmon.monitor.core.model import DocumentEvent, IndexEvent
 from ragmon.monitor.core.pipeline import Observation
-from ragmon.monitor.core.records import RawRecord
+from ragmon.monitor.core.records import Privilege, RawRecord
 from ragmon.monitor.storage.catalog_store import CatalogPersistence
 from ragmon.monitor.storage.store import SchemaOutdated, current_revision, head_revision, make_engine, prepare, upgrade
 
@@ -40,7 +40,7 @@ def runtime_for(url: str, tmp_path):
 
 
 def feed(runtime, events) -> None:
-    runtime.pipeline.process([RawRecord("file", msgspec.json.encode(e)) for e in events])
+    runtime.pipeline.process([RawRecord("file", msgspec.json.encode(e), privilege=Privilege.TRUSTED) for e in events])
 
 
 def check_restart(url: str, tmp_path) -> None:
@@ -109,7 +109,7 @@ def test_what_ragmon_keeps_is_readable_by_its_owner_alone_whatever_the_umask(tmp
 
     from ragmon.monitor.app.wiring import build_jobs, build_runtime
     from ragmon.monitor.config.settings import load_settings
-    from ragmon.monitor.core.records import RawRecord
+    from ragmon.monitor.core.records import Privilege, RawRecord
 
     data = tmp_path / "ragmon-data"
     old = os.umask(0o002)
@@ -118,7 +118,7 @@ def test_what_ragmon_keeps_is_readable_by_its_owner_alone_whatever_the_umask(tmp
                                           "RAGMON_DEAD_LETTER__PATH": str(data / "dead.jsonl"),
                                           "RAGMON_SCHEDULER__BATCH_DIR": str(data / "batches")})
         runtime = build_runtime(settings, registry=CollectorRegistry())
-        runtime.pipeline.process([RawRecord("file", b"not json")])
+        runtime.pipeline.process([RawRecord("file", b"not json", privilege=Privilege.TRUSTED)])
         jobs = build_jobs(runtime)
         assert jobs.run("weekly-pull") and jobs.run("retention")
         runtime.close()

@@ -23,7 +23,7 @@ from ragmon.monitor.app.scheduler import build_scheduler, triggers
 from ragmon.monitor.app.wiring import build_jobs, build_runtime
 from ragmon.monitor.config.scheduling import ProbeConfig, SchedulerConfig
 from ragmon.monitor.config.settings import load_settings
-from ragmon.monitor.core.records import RawRecord
+from ragmon.monitor.core.records import Privilege, RawRecord
 from ragmon.monitor.findings.store import FindingQuery
 from ragmon.monitor.labeling.sample_store import NewSample, SampleStore
 from ragmon.monitor.labeling.weeks import previous_week_of
@@ -113,7 +113,7 @@ def test_retention_deletes_old_unlabeled_samples_old_dead_letters_and_old_findin
         clock.now = at - days_ago * 86400
         runtime.pipeline.process([RawRecord("file", json.dumps({
             "type": "trace", "trace_id": trace_id, "time": clock.now, "tenant": "acme", "index": {"name": "hr"},
-            "query": "q", "answer": {"text": "-", "abstained": True}}).encode())])
+            "query": "q", "answer": {"text": "-", "abstained": True}}).encode(), privilege=Privilege.TRUSTED)])
         clock.now = at
 
     abstained("old-finding", 20)
@@ -161,7 +161,8 @@ def test_the_staleness_scan_raises_and_resolves_the_pushed_alert(tmp_path):
     clock = Clock(datetime(2026, 11, 30, 12, tzinfo=BERLIN))
     runtime = runtime_for(tmp_path, clock)
     hook = with_push(runtime, clock)
-    runtime.pipeline.process([RawRecord("file", e) for e in catalog_events(clock.now, "v1")])
+    runtime.pipeline.process([RawRecord("file", e, privilege=Privilege.TRUSTED)
+                              for e in catalog_events(clock.now, "v1")])
     jobs = build_jobs(runtime)
     assert jobs.run(STALENESS_SCAN)
     runtime.alerts.run_once()
@@ -170,7 +171,8 @@ def test_the_staleness_scan_raises_and_resolves_the_pushed_alert(tmp_path):
     assert alert["annotations"]["doc_ids"] == "d1" and float(alert["annotations"]["max_staleness_seconds"]) == 172800
     clock.now += 60
     runtime.pipeline.process([RawRecord("file", msgspec.json.encode(
-        {"type": "index", "index": "handbook", "doc_id": "d1", "version": "v2", "indexed_at": clock.now}))])
+        {"type": "index", "index": "handbook", "doc_id": "d1", "version": "v2", "indexed_at": clock.now}),
+        privilege=Privilege.TRUSTED)])
     jobs.run(STALENESS_SCAN)
     runtime.alerts.run_once()
     assert hook.bodies[-1]["alerts"][0]["status"] == "resolved"
@@ -182,7 +184,8 @@ def test_a_scheduler_of_its_own_reads_the_catalog_the_collectors_write(tmp_path)
     collector = runtime_for(tmp_path, clock)
     scheduler = runtime_for(tmp_path, clock)
     hook = with_push(scheduler, clock)
-    collector.pipeline.process([RawRecord("file", e) for e in catalog_events(clock.now, "v1")])
+    collector.pipeline.process([RawRecord("file", e, privilege=Privilege.TRUSTED)
+                                for e in catalog_events(clock.now, "v1")])
     assert build_jobs(scheduler, standalone=True).run(STALENESS_SCAN)
     scheduler.alerts.run_once()
     assert hook.bodies[-1]["alerts"][0]["labels"]["alertname"] == "RagmonIndexStale"

@@ -13,7 +13,7 @@ from ragmon.monitor.core.dedupe import SeenTraces
 from ragmon.monitor.core.errors import Reason, Retryable
 from ragmon.monitor.core.memory import MemoryDeadLetters, MemorySink
 from ragmon.monitor.core.pipeline import Pipeline, Stages
-from ragmon.monitor.core.records import RawRecord
+from ragmon.monitor.core.records import Privilege, RawRecord
 
 NOW = 1_796_000_000.0
 GOOD = json.dumps({"type": "trace", "trace_id": "t1", "time": NOW - 5, "query": "q",
@@ -28,7 +28,7 @@ def make(*sinks, dead_letters=None):
 
 
 def records(*payloads: bytes, source="file"):
-    return [RawRecord(source, p, {"line": i + 1}) for i, p in enumerate(payloads)]
+    return [RawRecord(source, p, {"line": i + 1}, privilege=Privilege.TRUSTED) for i, p in enumerate(payloads)]
 
 
 def test_valid_records_reach_every_sink_and_invalid_ones_the_dead_letters():

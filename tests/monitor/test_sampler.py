@@ -14,7 +14,7 @@ from ragmon.exporters.prometheus import metric_sum
 from ragmon.monitor.app.simulate import Incident, Simulator
 from ragmon.monitor.app.wiring import build_runtime
 from ragmon.monitor.config.settings import load_settings
-from ragmon.monitor.core.records import RawRecord
+from ragmon.monitor.core.records import Privilege, RawRecord
 from ragmon.monitor.labeling.sample_store import SampleStore
 from ragmon.monitor.storage.store import make_engine
 
@@ -27,7 +27,7 @@ def runtime_for(tmp_path, **env):
 
 
 def feed(runtime, events) -> None:
-    records = [RawRecord("file", msgspec.json.encode(e)) for e in events]
+    records = [RawRecord("file", msgspec.json.encode(e), privilege=Privilege.TRUSTED) for e in events]
     for start in range(0, len(records), 500):
         runtime.pipeline.process(records[start:start + 500])
 

@@ -14,7 +14,7 @@ from prometheus_client import CollectorRegistry
 
 from ragmon.monitor.app.wiring import build_runtime
 from ragmon.monitor.config.settings import load_settings
-from ragmon.monitor.core.records import RawRecord
+from ragmon.monitor.core.records import Privilege, RawRecord
 from ragmon.monitor.labeling.sample_store import SampleStore
 from ragmon.monitor.labeling.sampling import DEFAULT_RATES, SamplingConfig, decide
 
@@ -69,10 +69,10 @@ def test_strata_rates_hold_through_the_pipeline(tmp_path):
                 "tenant": "acme", "acl": None},
                {"type": "document", "doc_id": "changed", "version": "v2", "modified_at": now - 86400 * 2,
                 "tenant": "acme", "acl": None}]
-    runtime.pipeline.process([RawRecord("file", msgspec.json.encode(e)) for e in catalog])
+    runtime.pipeline.process([RawRecord("file", msgspec.json.encode(e), privilege=Privilege.TRUSTED) for e in catalog])
     encoder = msgspec.json.Encoder()
     for start in range(0, TRACES, 1000):
-        runtime.pipeline.process([RawRecord("file", encoder.encode(event(i, now)))
+        runtime.pipeline.process([RawRecord("file", encoder.encode(event(i, now)), privilege=Privilege.TRUSTED)
                                   for i in range(start, min(start + 1000, TRACES))])
     stored = {s.trace_id: set(s.strata) for s in SampleStore(runtime.engine).find()}
     runtime.close()

@@ -28,7 +28,7 @@ from ragmon.monitor.config.settings import ConfigError, load_settings
 from ragmon.monitor.config.telemetry import TelemetryConfig
 from ragmon.monitor.core.errors import Retryable
 from ragmon.monitor.core.memory import MemorySink
-from ragmon.monitor.core.records import RawRecord
+from ragmon.monitor.core.records import Privilege, RawRecord
 from tests.ragmon_process import RagmonServer, scraped, served_in_thread
 from tests.services.harness import free_port
 
@@ -87,7 +87,7 @@ def test_batch_and_job_spans_reach_an_otlp_receiver_with_their_counts(tmp_path, 
     body = b"\n".join([trace(first), trace(second), trace(first), trace(third), b'{"type": "trace"}', b"not json"])
     answer = client.post("/v1/events", content=body, headers={"content-type": "application/x-ndjson"}).json()
     assert (answer["accepted"], answer["rejected"], answer["duplicates"]) == (4, 2, 1)
-    runtime.pipeline.process([RawRecord("kafka", trace("trace-7f3a-4"))])
+    runtime.pipeline.process([RawRecord("kafka", trace("trace-7f3a-4"), privilege=Privilege.TRUSTED)])
     jobs = build_jobs(runtime)
     assert jobs.run(STALENESS_SCAN)
 
@@ -130,7 +130,7 @@ def test_a_refused_batch_is_a_span_with_its_error_type_and_no_message(tmp_path):
     runtime = build_runtime(load_settings(environ=environ(tmp_path)), registry=CollectorRegistry(),
                             extra_sinks=[store], command="replay", span_exporter=exporter)
     with pytest.raises(Retryable):
-        runtime.pipeline.process([RawRecord("file", trace("trace-7f3a-1"))])
+        runtime.pipeline.process([RawRecord("file", trace("trace-7f3a-1"), privilege=Privilege.TRUSTED)])
     runtime.close()
     [span] = exporter.get_finished_spans()
     assert dict(span.attributes) == {"ragmon.batch.source": "file", "ragmon.batch.records": 1,
