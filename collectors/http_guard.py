@@ -54,9 +54,6 @@ class HostAllowlist:
             return False
         return host in self._names or _is_ip(host)
 
-    def names(self) -> list[str]:
-        return sorted(self._names)
-
 
 class BrowserGuard:
     """ASGI middleware: refuses a request whose ``Host`` the allowlist does not name (421; 400

@@ -131,7 +131,8 @@ class PrometheusSink:
         if isinstance(signals, TraceSignals):
             trace_id = getattr(observation.event, "trace_id", "")
             # an exemplar's labels hold at most 128 characters; a longer id is left out, not cut. The
-            # shown id given at flush is no longer than the id (a private id's is at most 82 characters)
+            # shown id given at flush stays within them: an id shown as it is is this id, a private
+            # id's shown id is at most 82 characters
             self._trace(signals, {"trace_id": trace_id} if 0 < len(trace_id) <= MAX_EXEMPLAR_ID else None, tally)
         elif isinstance(signals, FeedbackSignals):
             trace = signals.trace
