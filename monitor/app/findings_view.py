@@ -14,7 +14,6 @@ from __future__ import annotations
 import json
 from collections.abc import Collection, Iterable, Mapping
 from dataclasses import replace
-from itertools import product
 from typing import TYPE_CHECKING, Any
 
 from pydantic import SecretStr
@@ -77,7 +76,8 @@ def findings_page(store: FindingsStore, params: Mapping[str, str], now: float, i
     (but for the first row) ``budget`` bytes of JSON; ``tenants``: the stored tenant values the
     reader may see (None: all). Raises :class:`QueryError` for a bad parameter."""
     query = query_from(params, now)
-    return _bounded(_find_any(store, _alternatives(query, ids, tenants), query.limit), query.limit, budget)
+    stored = _as_stored(query, ids, tenants)
+    return _bounded(store.find(stored) if stored is not None else [], query.limit, budget)
 
 
 def trace_view(store: FindingsStore, samples: SampleStore, trace_id: str, ids: StoredIds, *,
@@ -148,22 +148,16 @@ def _bounded(rows: list[FindingRow], limit: int, budget: int) -> dict[str, Any]:
     return {"findings": shown, "next_cursor": rows[-1].id if rows and len(rows) >= limit else None}
 
 
-def _alternatives(query: FindingQuery, ids: StoredIds, tenants: frozenset[str] | None) -> list[FindingQuery]:
-    """The store queries that together answer ``query``: one per combination of the stored values
-    its tenant, index and trace id may stand for, tenants limited to ``tenants``."""
-    def values(given: str | None, name: str) -> Iterable[str | None]:
-        return (None,) if given is None else ids.of(given, name)
+def _as_stored(query: FindingQuery, ids: StoredIds, tenants: frozenset[str] | None) -> FindingQuery | None:
+    """``query`` over the stored values its tenant, index and trace id may stand for (any of
+    them), tenants limited to ``tenants``; None when that leaves no tenant to read."""
+    def values(given: str | None, name: str) -> tuple[str, ...] | None:  # one value each, as a reader gives it
+        return None if given is None else ids.of(given, name)
 
-    tenant_values: Iterable[str | None] = values(query.tenant, "tenant")
+    tenant_values = values(query.tenant, "tenant")
     if tenants is not None:
-        tenant_values = sorted(tenants) if query.tenant is None else [t for t in tenant_values if t in tenants]
-    return [replace(query, tenant=tenant, index=index, trace_id=trace_id) for tenant, index, trace_id in
-            product(tenant_values, values(query.index, "index"), values(query.trace_id, "trace_id"))]
-
-
-def _find_any(store: FindingsStore, queries: list[FindingQuery], limit: int) -> list[FindingRow]:
-    """The newest ``limit`` rows any of ``queries`` selects (each pages by the same cursor)."""
-    if len(queries) == 1:
-        return store.find(queries[0])
-    rows = {row.id: row for query in queries for row in store.find(query)}
-    return [rows[key] for key in sorted(rows, reverse=True)[:limit]]
+        tenant_values = tuple(sorted(tenants if tenant_values is None else set(tenant_values) & tenants))
+        if not tenant_values:
+            return None
+    return replace(query, tenant=tenant_values, index=values(query.index, "index"),
+                   trace_id=values(query.trace_id, "trace_id"))

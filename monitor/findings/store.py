@@ -51,13 +51,15 @@ _TABLE: Table = FindingRow.__table__  # type: ignore[assignment]
 @dataclass(frozen=True, slots=True)
 class FindingQuery:
     """What ``GET /api/v1/findings`` and ``ragmon findings list`` select: every field optional;
-    ``since``: Unix seconds of the trace; ``cursor``: the id of the last row of the previous page."""
+    ``tenant``, ``index`` and ``trace_id`` a stored value or several (any of them: the forms one
+    id a reader gives may be stored as); ``since``: Unix seconds of the trace; ``cursor``: the id
+    of the last row of the previous page."""
 
     signal: str | None = None
-    tenant: str | None = None
-    index: str | None = None
+    tenant: str | tuple[str, ...] | None = None
+    index: str | tuple[str, ...] | None = None
     since: float | None = None
-    trace_id: str | None = None
+    trace_id: str | tuple[str, ...] | None = None
     limit: int = 50
     cursor: int | None = None
 
@@ -85,14 +87,14 @@ class FindingsStore:
                      .order_by(col(FindingRow.id).desc()).limit(query.limit))
         if query.signal is not None:
             statement = statement.where(FindingRow.signal == query.signal)
-        if query.tenant is not None:
-            statement = statement.where(FindingRow.tenant == query.tenant)
-        if query.index is not None:
-            statement = statement.where(FindingRow.index_name == query.index)
+        for column, wanted in ((FindingRow.tenant, query.tenant), (FindingRow.index_name, query.index),
+                               (FindingRow.trace_id, query.trace_id)):
+            if isinstance(wanted, str):
+                statement = statement.where(column == wanted)
+            elif wanted is not None:
+                statement = statement.where(col(column).in_(wanted))
         if query.since is not None:
             statement = statement.where(FindingRow.time >= query.since)
-        if query.trace_id is not None:
-            statement = statement.where(FindingRow.trace_id == query.trace_id)
         if query.cursor is not None:
             statement = statement.where(col(FindingRow.id) < query.cursor)
         with Session(self._engine) as session:
