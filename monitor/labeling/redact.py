@@ -185,12 +185,13 @@ class Redactor:
         hash differs from every other by that hash (an id holding ``~`` is always hashed, so a
         sender cannot forge another's shown id). Same key, same id: same shown id, on every
         replica and after a replay."""
-        if SHOWN_SEPARATOR not in value and self.redact(value) == value:
+        redacted = self.redact(value)
+        if SHOWN_SEPARATOR not in value and redacted == value:
             return value
         if not self._key:
             raise ValueError(_NO_KEY)
         digest = hmac.new(self._key, b"id\x00" + value.encode(), hashlib.sha256).hexdigest()
-        return self.redact(value)[:SHOWN_TEXT_CHARS] + SHOWN_SEPARATOR + "k" + digest[:SHOWN_HEX_CHARS]
+        return redacted[:SHOWN_TEXT_CHARS] + SHOWN_SEPARATOR + "k" + digest[:SHOWN_HEX_CHARS]
 
     def redact_event(self, trace: TraceEvent) -> dict[str, Any]:
         """A redacted copy of a decoded trace as JSON-shaped data: what :meth:`redact_trace` gives
