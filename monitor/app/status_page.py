@@ -23,8 +23,6 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
-from sqlalchemy import Engine, func, select
-
 from ragmon.monitor.findings.store import FindingQuery, FindingRow
 
 if TYPE_CHECKING:
@@ -121,7 +119,7 @@ class StatusPage:
         sample = self._runtime.samples.find_one(stored_id)
         if not rows and sample is None:
             return None
-        total, capped = (len(rows), False) if len(rows) < TRACE_FINDINGS else _count(self._runtime.engine, stored_id)
+        total, capped = self._total(rows, TRACE_FINDINGS, stored_id)
         api = f"/api/v1/traces/{quote(stored_id, safe='')}"
         body = (f'<p><a href="/">← status</a></p><h1>trace {_e(stored_id)}</h1><h2>findings</h2>'
                 + _findings_table(rows, with_trace=False)
@@ -130,6 +128,13 @@ class StatusPage:
                 + (f"<p>week {_e(sample.week)}, {_e(sample.status)}, strata {_e(', '.join(sample.strata))}</p>"
                    if sample is not None else '<p class="muted">not sampled</p>'))
         return _page(f"ragmon trace {_cut(stored_id)}", body, None)
+
+    def _total(self, rows: Sequence[FindingRow], listed: int, trace_id: str | None = None) -> tuple[int, bool]:
+        """How many findings there are (of one trace) beside the ``rows`` a table lists (at most
+        ``listed``): counted only when the table is full, and then up to :data:`COUNTED_AT_MOST`."""
+        if len(rows) < listed:
+            return len(rows), False
+        return self._runtime.findings.count(COUNTED_AT_MOST, trace_id)
 
     def _shown(self, value: str) -> str:
         """An id the catalog holds as its sender named it, shown as every surface shows it."""
@@ -201,7 +206,7 @@ class StatusPage:
 
     def _findings(self) -> str:
         rows = self._runtime.findings.find(FindingQuery(limit=LATEST_FINDINGS))
-        total, capped = (len(rows), False) if len(rows) < LATEST_FINDINGS else _count(self._runtime.engine)
+        total, capped = self._total(rows, LATEST_FINDINGS)
         return (f"<h2>latest findings</h2>{_findings_table(rows, with_trace=True)}"
                 + _part(len(rows), total, ', all of them: <a href="/api/v1/findings">/api/v1/findings</a>', capped))
 
@@ -230,19 +235,6 @@ class StatusPage:
                 + _table(("index", "stale documents", "max staleness (h)", "embedding models", "stalest"), rows,
                          numeric=(1, 2, 3))
                 + _part(len(rows), len(health), ', the stalest first; all of them in <a href="/metrics">/metrics</a>'))
-
-
-def _count(engine: Engine, trace_id: str | None = None) -> tuple[int, bool]:
-    """The findings stored (of one trace), counted up to :data:`COUNTED_AT_MOST`, and whether there
-    are more: counting stops there, so a page refreshed every few seconds never walks the whole
-    table."""
-    table = FindingRow.__table__.c  # type: ignore[attr-defined]
-    rows = select(table.id)
-    if trace_id is not None:
-        rows = rows.where(table.trace_id == trace_id)
-    with engine.connect() as connection:
-        n = connection.execute(select(func.count()).select_from(rows.limit(COUNTED_AT_MOST + 1).subquery())).one()[0]
-    return min(n, COUNTED_AT_MOST), n > COUNTED_AT_MOST
 
 
 def _findings_table(rows: Sequence[FindingRow], with_trace: bool) -> str:

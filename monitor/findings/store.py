@@ -14,7 +14,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import JSON, Column, Engine, Table, Text, delete, text
+from sqlalchemy import JSON, Column, Engine, Table, Text, delete, func, text
 from sqlalchemy import select as core_select
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm import defer
@@ -99,6 +99,18 @@ class FindingsStore:
             statement = statement.where(col(FindingRow.id) < query.cursor)
         with Session(self._engine) as session:
             return list(session.exec(statement))
+
+    def count(self, at_most: int, trace_id: str | None = None) -> tuple[int, bool]:
+        """How many rows are stored (of one trace), counted up to ``at_most``, and whether there
+        are more: counting stops there, so a page refreshed every few seconds never walks the
+        whole table."""
+        rows = core_select(_TABLE.c.id)
+        if trace_id is not None:
+            rows = rows.where(_TABLE.c.trace_id == trace_id)
+        counted = core_select(func.count()).select_from(rows.limit(at_most + 1).subquery())
+        with self._engine.connect() as connection:
+            n = connection.execute(counted).scalar_one()
+        return min(n, at_most), n > at_most
 
     def principals(self, ids: Iterable[int]) -> dict[int, dict[str, Any]]:
         """The whole principal lists of the rows ``ids`` (see :class:`FindingRow`), by id: what

@@ -123,6 +123,11 @@ def test_pages_filters_and_retention(store):
     assert [r.trace_id for r in first + rest] == ["t11", "t10", "t4", "t3", "t2", "t1", "t0"]
     assert [r.trace_id for r in store.find(FindingQuery(since=NOW + 10))] == ["t11", "t10"]
     assert store.find(FindingQuery(tenant="globex")) == [] and store.find(FindingQuery(signal="low_score")) == []
+    # several stored forms of one id: any of them
+    assert [r.trace_id for r in store.find(FindingQuery(trace_id=("t11", "t3", "gone")))] == ["t11", "t3"]
+    assert store.find(FindingQuery(tenant=("globex", "initech"))) == []
+    # counted up to a bound, and whether there are more
+    assert store.count(10) == (7, False) and store.count(5) == (5, True) and store.count(5, "t3") == (1, False)
     assert store.prune(before=NOW + 3600) == 5
     assert [r.trace_id for r in store.find(FindingQuery())] == ["t11", "t10"]
 
