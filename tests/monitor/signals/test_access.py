@@ -95,6 +95,18 @@ def test_the_same_passage_in_two_retrieval_lists_counts_once_per_stage():
     assert permission_violations(trace, Catalog()) == AccessFindings(1, 1, 0, ["x"])
 
 
+def test_copies_of_one_passage_that_disagree_are_judged_by_the_one_that_excludes():
+    """One passage id whose copies carry conflicting ACLs (a stale candidate copy says ``*``, a later
+    copy says ``group:hr``) is a violation at every stage it appears in, whichever copy comes first."""
+    public, private = p("x#1", ["*"], doc_id="x"), p("x#1", ["group:hr"], doc_id="x")
+    first_public = make_trace([("bm25", [public]), ("rerank", [private])], context=[public])
+    first_private = make_trace([("bm25", [private]), ("rerank", [public])], context=[public])
+    assert permission_violations(first_public, Catalog()) == AccessFindings(1, 1, 0, ["x"])
+    assert permission_violations(first_private, Catalog()) == AccessFindings(1, 1, 0, ["x"])
+    unknown_then_public = make_trace([("bm25", [p("y#1")]), ("rerank", [p("y#1", ["*"])])])
+    assert permission_violations(unknown_then_public, Catalog()) == AccessFindings(0, 0, 0, [])
+
+
 def test_context_absent_means_the_last_retrieval_list():
     trace = make_trace([("bm25", [p("a", ["group:hr"]), p("b", ["group:hr"])]), ("rerank", [p("b", ["group:hr"])])])
     assert permission_violations(trace, Catalog()) == AccessFindings(2, 1, 0, [])
@@ -127,6 +139,14 @@ def test_catalog_revocation_of_a_public_passage():
     catalog = catalog_with(document("memo", acl=["group:board"]))
     trace = make_trace([("vector", [p("m#1", ["*"], doc_id="memo")])])
     assert permission_violations(trace, catalog) == AccessFindings(1, 1, 0, ["memo"])
+
+
+def test_a_document_revoked_to_nobody_leaks_through_a_passage_that_says_everyone():
+    """An empty catalog ACL is an ACL (nobody may read), not a missing one: the passage's own
+    ``*`` from before the revocation must not admit the caller."""
+    catalog = catalog_with(document("memo", acl=[]))
+    trace = make_trace([("vector", [p("m#1", ["*"], doc_id="memo"), p("m#2", doc_id="memo")])])
+    assert permission_violations(trace, catalog) == AccessFindings(2, 2, 0, ["memo"])
 
 
 def test_catalog_acl_gives_a_passage_without_acl_a_verdict():
