@@ -181,8 +181,10 @@ class Catalog:
 
         True when the catalog knows a newer version, or the document was deleted. None when the
         catalog does not know the document. A version the change feed has not announced counts
-        as older, unless ``index`` holds exactly that version, indexed after the newest change the
-        catalog knows: then the index is ahead of the change feed, not behind it.
+        as older, unless ``index`` holds exactly that version, indexed at or after the newest change
+        the catalog knows: then the index is ahead of the change feed, not behind it. The tie goes to
+        the index: sources and indexers often stamp whole seconds, and a version indexed in the same
+        second as the change is taken as that change's.
         """
         document = self.documents.get(doc_id)
         if document is None:

@@ -349,6 +349,19 @@ def test_an_index_ahead_of_the_change_feed_is_not_outdated():
     assert catalog.is_outdated("leave", "5", "policies") is True
 
 
+def test_an_index_that_embedded_a_version_in_the_second_of_the_newest_change_is_current():
+    """The tie goes to the index: sources and indexers often stamp whole seconds, so a version
+    indexed at the very time of the newest change the catalog knows is taken as that change's."""
+    catalog = Catalog()
+    catalog.apply_document(doc(version="4", modified_at=100.0))
+    catalog.apply_index(indexed(version="5", indexed_at=100.0))
+    assert catalog.is_outdated("leave", "5", "policies") is False
+    behind = Catalog()
+    behind.apply_document(doc(version="4", modified_at=100.0))
+    behind.apply_index(indexed(version="5", indexed_at=99.999))  # a moment before the change: behind it
+    assert behind.is_outdated("leave", "5", "policies") is True
+
+
 events = st.lists(st.one_of(
     st.builds(lambda d, v, t, deleted: DocumentEvent(doc_id=d, version=v, modified_at=t, deleted=deleted),
               st.sampled_from(["a", "b", "c", "d"]), st.sampled_from(["1", "2", "3"]),
