@@ -4,8 +4,9 @@ formats their vendors publish) planted into the kinds of text a RAG system carri
 answers, passages), and scored against what :class:`Redactor` replaces.
 
 Scoring works on character spans of the original text: a planted item is *caught* when every
-letter and digit of it lies inside a span the redactor replaced; a replaced span is *right* when
-it overlaps a planted item. Recall is per planted type, precision per placeholder.
+letter and digit of it lies inside a span the redactor replaced (a secret token: inside one span,
+replaced whole); a replaced span is *right* when it overlaps a planted item. Recall is per planted
+type, precision per placeholder.
 
 ``python -m tests.privacy.corpus`` prints the table kept in docs/sampling.md.
 """
@@ -36,6 +37,9 @@ STRUCTURED = ["email", "email_upper", "phone", "card", "iban", "ssn", "ipv4", "i
 SECRETS = ["aws_access_key_id", "aws_secret_key", "google_api_key", "azure_connection_string", "openai_key",
            "github_token", "slack_token", "stripe_key", "jwt", "bearer_token", "url_password",
            "password_pair", "pem_private_key", "high_entropy_token", "aws_key_after_digit", "email_glued_to_key"]
+# A token is caught only when it is replaced whole, by one placeholder: "[SECRET].[SECRET].[SECRET]"
+# for a JWT left its shape and, had one part escaped, its claims. An address glued to a key is two.
+WHOLE_TOKENS = frozenset(SECRETS) - {"email_glued_to_key"}
 PEOPLE = ["person_name"]
 ADDRESSES = ["street_address"]
 TYPES = STRUCTURED + SECRETS + PEOPLE + ADDRESSES
@@ -142,9 +146,19 @@ def _stripe(fake: Faker) -> Item:
 
 
 def _jwt(fake: Faker) -> Item:
-    header = _b64url(json.dumps({"alg": "HS256", "typ": "JWT"}).encode())
-    claims = {"sub": fake.uuid4(), "name": fake.name(), "email": fake.email(), "iat": fake.unix_time()}
+    """Signed tokens with a full set of claims, and the short ones test fixtures and unsigned
+    (``alg: none``) tokens carry: a claims segment of a few characters, an empty signature."""
+    algorithm = fake.random.choice(["HS256", "HS256", "RS256", "none"])
+    header = _b64url(json.dumps({"alg": algorithm, "typ": "JWT"}).encode())
+    claims = fake.random.choice([
+        {"sub": fake.uuid4(), "name": fake.name(), "email": fake.email(), "iat": fake.unix_time()},
+        {"sub": fake.user_name()[:2]},
+        {"sub": str(fake.random.randint(1, 99))},
+        {},
+    ])
     payload = _b64url(json.dumps(claims).encode())
+    if algorithm == "none":
+        return Item("jwt", f"{header}.{payload}.")
     signature = _b64url(hmac.new(fake.binary(32), f"{header}.{payload}".encode(), hashlib.sha256).digest())
     return Item("jwt", f"{header}.{payload}.{signature}")
 
@@ -456,7 +470,11 @@ def score(redact: Callable[[str], str], samples: list[Sample], clean: list[str])
         for kind, start, end in sample.items:
             result.planted[kind] += 1
             needed = [i for i in range(start, end) if sample.text[i].isalnum()]
-            if all(i in covered for i in needed):
+            if kind in WHOLE_TOKENS:
+                caught = any(s <= needed[0] and needed[-1] < e for s, e, _ in spans)
+            else:
+                caught = all(i in covered for i in needed)
+            if caught:
                 result.caught[kind] += 1
             else:
                 result.misses[kind].append(sample.text[start:end])

@@ -33,8 +33,10 @@ _PEM = re.compile(
     r"-----BEGIN[A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----"
     r"(?:.*?-----END[A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----|[A-Za-z0-9+/=\s:,\-]*)", re.DOTALL)
 
+# A JSON Web Token: a JSON header (base64url of '{"' is "eyJ"), claims and a signature, which an
+# unsigned token leaves empty. The claims need not start "eyJ": '{}' is "e30".
 _JWT = re.compile(
-    rf"(?<![{_TOKEN_CHARS}])eyJ[{_TOKEN_CHARS}]{{8,}}\.eyJ[{_TOKEN_CHARS}]{{8,}}\.[{_TOKEN_CHARS}]*{_AFTER}")
+    rf"(?<![{_TOKEN_CHARS}])eyJ[{_TOKEN_CHARS}]{{8,}}\.[{_TOKEN_CHARS}]{{2,}}\.[{_TOKEN_CHARS}]*{_AFTER}")
 
 _PREFIXED = re.compile(
     r"(?<![A-Za-z0-9_])(?:"
