@@ -112,6 +112,21 @@ def test_an_explicit_context_wins_and_keeps_the_fields_its_passages_had_in_the_l
     assert context_of(event) == [{"id": "b", "acl": ["group:x"]}, {"id": "zz"}]
 
 
+def test_an_explicit_context_takes_the_reranked_copy_of_a_passage_in_two_lists():
+    """A passage the retriever found and the reranker kept: the context is what the model got after
+    reranking, so its copy is the reranker's (score, fields), not the retriever's."""
+    root = span(1, None, "answer", 0, 50, ragmon__context__document_ids=["b", "a"])
+    found = retriever(2, 1, "retrieve", 1, 10, {"id": "a", "score": 0.2},
+                      {"id": "b", "score": 0.3, "metadata": '{"doc_version": "1", "acl": ["group:x"]}'})
+    kept = docs("reranker.output_documents", {"id": "b", "score": 0.9, "metadata": '{"doc_version": "2"}'})
+    rerank = span(3, 1, "rerank", 11, 20, openinference__span__kind="RERANKER", reranker__model_name="ce",
+                  **{k.replace(".", "__"): v for k, v in kept.items()})
+    event = mapped(root, found, rerank).event
+    assert ids(event) == [["a", "b"], ["b"]]
+    assert context_of(event) == [{"id": "b", "score": 0.9, "doc_version": "2"},
+                                 {"id": "a", "score": 0.2}]
+
+
 def test_passages_without_ids_are_named_by_metadata_then_content_and_counted():
     found = retriever(1, None, "BM25Retriever", 0, 10,
                       {"content": "five days", "metadata": '{"source": "h.pdf", "page": 3}'},
