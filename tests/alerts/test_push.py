@@ -102,6 +102,31 @@ def test_a_leak_alert_resolves_after_a_quiet_period_and_is_then_forgotten():
     assert again["status"] == "firing" and again["annotations"]["count"] == "1"
 
 
+def test_a_leak_while_the_resolved_alert_is_still_held_fires_again_as_a_new_alert():
+    """A notifier that is down keeps a resolved leak alert in the book; a new leak meanwhile is a new
+    alert (its own start, firing, its own evidence), never folded into the resolved one and lost."""
+    clock, down, hook = Clock(), Receiver(), Receiver()
+    flaky = WebhookNotifier("http://down.test/", 5.0, 3600.0, transport=down.transport)
+    flaky.name = "down"
+    d = dispatcher(clock, flaky, webhook(hook), leak_resolve_minutes=1)
+    first_start = clock.now
+    d.book.leak("acme", "hr", 3, "t1", ["d1"], clock.now)
+    d.run_once()
+    down.statuses = [500, 500, 500, 500]
+    clock.now += 120
+    d.run_once()
+    [held] = d.book.alerts()
+    assert held.resolved and hook.bodies[-1]["status"] == "resolved"  # still owed to "down"
+    clock.now += 1
+    assert d.book.leak("acme", "hr", 1, "t2", ["d2"], clock.now) is True
+    [again] = d.book.alerts()
+    assert not again.resolved and again.starts_at == clock.now != first_start
+    assert (again.count, again.trace_ids, again.doc_ids) == (1, ("t2",), ("d2",))
+    d.run_once()
+    [sent] = hook.bodies[-1]["alerts"]
+    assert sent["status"] == "firing" and sent["annotations"]["trace_ids"] == "t2"
+
+
 def test_a_firing_alert_is_repeated_after_the_interval_and_alertmanager_gets_it_more_often():
     clock, hook, manager = Clock(), Receiver(), Receiver()
     am = AlertmanagerNotifier("http://am.test:9093", 5.0, 60.0, transport=manager.transport)
