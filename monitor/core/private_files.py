@@ -37,9 +37,12 @@ def open_private(path: Path, flags: int = os.O_WRONLY | os.O_APPEND | os.O_CREAT
 
 
 def write_private(path: Path, data: bytes) -> None:
-    """Replace ``path`` with ``data`` atomically (a 0600 file beside it, then renamed)."""
+    """Replace ``path`` with ``data`` atomically and durably (a 0600 file beside it, flushed to disk,
+    then renamed): a crash leaves the old file or the new one, never a torn one."""
     temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     descriptor = open_private(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
     with os.fdopen(descriptor, "wb") as handle:
         handle.write(data)
+        handle.flush()
+        os.fsync(handle.fileno())
     os.replace(temporary, path)

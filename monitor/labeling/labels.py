@@ -13,12 +13,12 @@ is replaced atomically so a crash never leaves half a line.
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ragmon.monitor.core.private_files import write_private
 from ragmon.monitor.labeling.batch import TaskProblem, labeled_case
 
 CASE_KEYS = ("id", "question", "tenant", "caller_groups", "corpus", "expected", "relevant", "reference_answer",
@@ -159,15 +159,9 @@ def append_cases(path: Path, cases: Iterable[dict[str, Any]]) -> tuple[list[str]
     if not new:
         return [], present
     new.sort(key=lambda c: ((c.get("origin") or {}).get("week") or "", c.get("tenant") or "", c["id"]))
-    path.parent.mkdir(parents=True, exist_ok=True)
     old = path.read_bytes() if path.exists() else b""
     if old and not old.endswith(b"\n"):
         old += b"\n"
     lines = "".join(json.dumps(c, sort_keys=True, ensure_ascii=False) + "\n" for c in new).encode()
-    temporary = path.with_name(path.name + ".tmp")
-    with open(temporary, "wb") as handle:
-        handle.write(old + lines)
-        handle.flush()
-        os.fsync(handle.fileno())
-    os.replace(temporary, path)
+    write_private(path, old + lines)  # redacted questions and labels: the owner's alone, whatever the umask
     return [c["id"] for c in new], present

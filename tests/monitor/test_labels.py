@@ -4,6 +4,8 @@ task, the dataset appended in a stable order, runs built from stored traces."""
 from __future__ import annotations
 
 import json
+import os
+import stat
 
 import pytest
 
@@ -119,7 +121,23 @@ def test_the_dataset_grows_in_a_stable_order_without_duplicates(tmp_path):
     assert path.read_bytes().startswith(before)  # existing lines untouched
     assert dataset_ids(path) == ["c", "b", "a", "d"]
     assert append_cases(path, [case("d", "2026-W49")]) == ([], ["d"])
-    assert not path.with_name("cases.jsonl.tmp").exists()
+    assert [p.name for p in path.parent.iterdir()] == ["cases.jsonl"]  # no temporary file left
+
+
+def test_the_regression_set_is_the_owners_alone_whatever_the_umask(tmp_path):
+    """Its cases hold redacted questions and labels: the folder made for it is 0700, the file 0600,
+    as every file of ragmon's that holds what it keeps about people (docs/sampling.md)."""
+    path = tmp_path / "ragmon-data" / "regression" / "cases.jsonl"
+    case = {"id": "c1", "tenant": "acme", "origin": {"week": "2026-W48"}, "expected": "abstain", "relevant": []}
+    previous = os.umask(0o022)
+    try:
+        append_cases(path, [case])
+        path.chmod(0o644)  # loosened by hand: the next import makes it private again
+        append_cases(path, [{**case, "id": "c2"}])
+    finally:
+        os.umask(previous)
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600
+    assert stat.S_IMODE(path.parent.stat().st_mode) == stat.S_IMODE(path.parent.parent.stat().st_mode) == 0o700
 
 
 def test_runs_from_stored_traces_take_the_context_or_a_retrievers_list():
