@@ -130,8 +130,9 @@ METRICS: tuple[MetricSpec, ...] = (
     MetricSpec("ragmon_http_unauthenticated", "gauge", (),
                "1 when the HTTP port serves a non-loopback address without a token (http.allow_unauthenticated)."),
     MetricSpec("ragmon_http_request_duration_seconds", "histogram", ("route", "status"),
-               "HTTP requests answered, by route (the route's path, such as `/v1/events`; any other path is "
-               "`other`) and status code, and the time from each one's arrival to the end of its answer. "
+               "HTTP requests answered, by route (the route's path, such as `/v1/events`, or its template, "
+               "`/api/v1/traces/{trace_id}`; any other path is `other`) and status code, and the time from "
+               "each one's arrival to the end of its answer. "
                "`_count` counts the requests.", HTTP_BUCKETS),
     MetricSpec("ragmon_telemetry_spans_total", "counter", ("outcome",),
                "ragmon's own spans (telemetry.otlp_endpoint), by outcome: exported, failed (the collector refused "
@@ -160,7 +161,8 @@ def reference_markdown() -> str:
         "`type` are enums. No user, trace, passage or document id and no text is ever a label value; a",
         "tenant, index or retriever name a redaction detector fires on is exported as its shown id, as the",
         "findings, samples and alerts show it (docs/sampling.md, \"Shown ids\").",
-        "`route` is one of the paths ragmon serves, or `other`: a request for any other path adds no series.",
+        "`route` is one of the paths ragmon serves (a route with a trace id by its template), or `other`: a",
+        "request for any other path adds no series.",
         "",
         "Besides these, `/metrics` carries prometheus_client's standard process and runtime metrics:",
         "`process_*` (CPU seconds, resident and virtual memory, open file descriptors, start time),",

@@ -84,3 +84,21 @@ def test_process_metrics_come_with_the_served_metrics(tmp_path):
         answered = lambda route: scraped(server.url, "ragmon_http_request_duration_seconds_count",  # noqa: E731
                                          route=route, status="200")
         assert answered("/metrics") >= 4 and answered("/readyz") >= 1
+
+
+def test_reads_of_one_trace_are_counted_by_their_route_template_never_by_the_id():
+    """A trace id is the sender's: ``/api/v1/traces/<id>`` and ``/traces/<id>`` count under their
+    templates, so reading many traces adds no series and names none of them."""
+    from tests.collectors.test_http_read import FakeReads
+
+    observed: list[tuple[str, int]] = []
+    client = TestClient(build_app(lambda records: None, CollectorRegistry(), lambda: True, read_api=FakeReads(),
+                                  observe_request=lambda route, status, seconds: observed.append((route, status))))
+    ids = [f"bob@example.com-{uuid.uuid4().hex}" for _ in range(5)]
+    for trace_id in ids:
+        assert client.get(f"/api/v1/traces/{trace_id}").status_code == 200
+        assert client.get(f"/traces/{trace_id}").status_code == 200
+    assert client.get("/api/v1/findings").status_code == 200
+    assert client.get("/api/v1/tracesX").status_code == 404
+    assert observed == [*[("/api/v1/traces/{trace_id}", 200), ("/traces/{trace_id}", 200)] * 5,
+                        ("/api/v1/findings", 200), ("other", 404)]
