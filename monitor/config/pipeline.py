@@ -126,7 +126,7 @@ class FindingsConfig(ConfigSection):
     enabled: bool = Field(True, description="Keep findings. Off: the API and the commands find none.")
     per_signal_per_second: PositiveFloat = Field(
         20.0, description="Findings kept per second for each signal, after a burst of ten seconds' worth; the "
-        "rest are counted in `ragmon_findings_dropped_total{reason=\"rate_limited\"}`.")
+        "rest are counted in `ragmon_findings_total{outcome=\"rate_limited\"}`.")
     retention_days: PositiveFloat = Field(14.0, description="Findings older than this are deleted by the "
                                           "scheduler's `retention` job.")
 

@@ -96,7 +96,8 @@ class DeadLetterConfig(ConfigSection):
 
 
 class DatabaseConfig(ConfigSection):
-    """The SQL store (catalog, samples, batches, alert state)."""
+    """The SQL store: the catalog, samples and weekly-quota claims, findings and low-score baselines
+    (weekly batches and the regression set are files; pushed-alert state is in memory)."""
 
     url: str = Field(
         "sqlite:///ragmon-data/ragmon.db",
