@@ -22,6 +22,9 @@ command -v prometheus-alertmanager >/dev/null || command -v alertmanager >/dev/n
 # the status page's browser test: Debian's Chromium and its WebDriver (never a browser download)
 command -v chromium >/dev/null || need_apt+=(chromium)
 command -v chromedriver >/dev/null || need_apt+=(chromium-driver)
+# the Kafka broker's jars are fetched by Maven and run on Java 17
+command -v java >/dev/null || need_apt+=(openjdk-17-jre-headless)
+command -v mvn >/dev/null || need_apt+=(maven)
 if [ ${#need_apt[@]} -gt 0 ]; then
   echo "installing Debian packages: ${need_apt[*]}"
   export DEBIAN_FRONTEND=noninteractive
@@ -78,6 +81,13 @@ fi
 helm_version="$(sed -n 's:^HELM_VERSION = "\(.*\)"$:\1:p' "$here/harness.py")"
 helm_dir="$cache/helm-$helm_version"
 if [ ! -x "$helm_dir/helm" ]; then
+  # helm's go.mod asks for a newer Go than Debian packages; Go's own toolchain download (from the
+  # module proxy) needs Go 1.21 or newer to start from
+  if ! command -v go >/dev/null; then
+    echo "install.sh: helm $helm_version is built with Go, which is not installed: install Go 1.21 or newer" \
+         "(https://go.dev/doc/install) and run it again" >&2
+    exit 1
+  fi
   echo "building helm $helm_version into $helm_dir"
   mkdir -p "$helm_dir"
   GOBIN="$helm_dir" GOFLAGS=-mod=mod go install "helm.sh/helm/v3/cmd/helm@$helm_version"
