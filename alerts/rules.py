@@ -20,6 +20,7 @@ from ragmon.alerts import links
 from ragmon.monitor.config.alerting import AlertsConfig
 
 CRITICAL, WARNING = "critical", "warning"
+NONE = "none"  # the watchdog's: it is no incident
 
 # the labels Prometheus gives every target: which deployment a series comes from
 DEPLOYMENT = "namespace, job"
@@ -28,6 +29,7 @@ BY_INDEX = f"{DEPLOYMENT}, index"
 # how far back RagmonNoTraffic looks for a deployment's last trace: a deployment that stopped being
 # scraped, or restarted and saw no trace since, still has its last timestamp in this window
 NO_TRAFFIC_LOOKBACK = "1w"
+WHERE = "{{ $labels.tenant }}/{{ $labels.index }}"  # in the summaries of the alerts by tenant and index
 
 LEAK_CONTEXT = "RagmonPermissionLeakContext"
 LEAK_CANDIDATES = "RagmonPermissionLeakCandidates"
@@ -105,7 +107,7 @@ def alert_rules(config: AlertsConfig) -> list[AlertRule]:
     """The rules with the configured thresholds, in a fixed order."""
     warn_s = config.stale_warning_hours * 3600
     crit_s = config.stale_critical_hours * 3600
-    where = "{{ $labels.tenant }}/{{ $labels.index }}"
+    where = WHERE
     return [
         AlertRule(LEAK_CONTEXT, CRITICAL,
                   _increased('ragmon_permission_violations_total{stage="context"}', BY_TENANT),
@@ -176,4 +178,66 @@ def alert_rules(config: AlertsConfig) -> list[AlertRule]:
                   _increased("ragmon_probe_failures_total", f"{DEPLOYMENT}, probe", "15m"), "0m",
                   "Canary permission probe {{ $labels.probe }} failed",
                   "A probe leaked, missed a document it must retrieve, or could not reach the retrieval."),
+        *self_alerts(config),
     ]
+
+
+# the lag a consumer group may grow to before growth alone is worth an alert: below it, a few
+# messages in flight while traffic rises are no sign of trouble
+LAG_GROWTH_FLOOR = 1000
+
+
+def self_alerts(config: AlertsConfig) -> list[AlertRule]:
+    """Alerts on ragmon itself: a monitor nobody watches fails silently. Each uses metrics every
+    ragmon process exports (docs/metrics.md); RagmonWatchdog always fires, for a dead man's switch."""
+    lag = f"max by ({DEPLOYMENT}, topic) (ragmon_consumer_group_lag_messages)"
+    return [
+        AlertRule("RagmonJobFailed", WARNING,
+                  _increased('ragmon_job_runs_total{outcome="failed"}', f"{DEPLOYMENT}, scheduled_job", "1h"), "0m",
+                  "Scheduled job {{ $labels.scheduled_job }} failed",
+                  "A scheduled job (retention, the weekly pull, staleness scans, probes, baselines) ended with an "
+                  "error within the last hour; its work is not done until a run succeeds."),
+        AlertRule("RagmonNoSchedulerLeader", CRITICAL,
+                  f"max by ({DEPLOYMENT}) (max_over_time(ragmon_scheduler_leader[1d])) == 1"
+                  f" unless max by ({DEPLOYMENT}) (ragmon_scheduler_leader) == 1", "10m",
+                  "No ragmon process holds the scheduler lock",
+                  "A deployment that had a scheduler leader in the last day has none now: staleness scans, "
+                  "retention, the weekly pull and the probes do not run, and staleness alerts cannot fire."),
+        AlertRule("RagmonAlertPushFailing", WARNING,
+                  f"{_notifications('failed')} > 0 unless {_notifications('sent')} > 0", "5m",
+                  "ragmon cannot deliver its alerts to {{ $labels.notifier }}",
+                  "Every push of leak and staleness alerts to this notifier failed for 15 minutes; they are "
+                  "kept and retried, but nobody is told."),
+        AlertRule("RagmonSinkErrors", WARNING,
+                  f"sum by ({DEPLOYMENT}, sink) (rate(ragmon_sink_errors_total[10m])) > 0", "10m",
+                  "ragmon's {{ $labels.sink }} sink keeps failing",
+                  "A sink (prometheus, findings, samples, alerts) has failed on observations for 20 minutes: "
+                  "what it records is missing, while the other sinks still get everything."),
+        AlertRule("RagmonIndexSilent", WARNING,
+                  f"sum by ({BY_TENANT}) (rate(ragmon_answers_total[1h] offset 1h))"
+                  f" > {config.min_answers_per_second:g}"
+                  f" unless sum by ({BY_TENANT}) (increase(ragmon_answers_total[30m])) > 0", "15m",
+                  f"No trace from {WHERE} for 45 minutes, after steady traffic",
+                  "An index that had traffic an hour ago has sent no trace since: the application stopped "
+                  "emitting, its exporter or the topic broke, or ragmon rejects everything it sends."),
+        AlertRule("RagmonDeadLettersDropped", WARNING,
+                  _increased("ragmon_dead_letters_dropped_total", DEPLOYMENT, "1h"), "0m",
+                  "Dead letters were deleted before anyone replayed them",
+                  "The oldest rotated dead-letter file was deleted (dead_letter.keep_files): the records it held "
+                  "can no longer be replayed."),
+        AlertRule("RagmonConsumerLagGrowing", WARNING,
+                  f"{lag} > {LAG_GROWTH_FLOOR} and deriv(({lag})[30m:1m]) > 0", "30m",
+                  "ragmon falls further behind on topic {{ $labels.topic }}",
+                  "The consumer group's lag has grown for an hour: ragmon consumes slower than producers write, "
+                  "and will not catch up without more replicas or less work per trace."),
+        AlertRule("RagmonWatchdog", NONE,
+                  f"max by ({DEPLOYMENT}) (ragmon_build_info) == 1", "0m",
+                  "ragmon's alerting pipeline works (always firing)",
+                  "Fires as long as ragmon is scraped and Prometheus evaluates its rules and reaches Alertmanager. "
+                  "Route it to a dead man's switch that pages when it stops arriving."),
+    ]
+
+
+def _notifications(outcome: str) -> str:
+    return (f"sum by ({DEPLOYMENT}, notifier)"
+            f' (increase(ragmon_alert_notifications_total{{outcome="{outcome}"}}[15m]))')
