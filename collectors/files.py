@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import fcntl
 import logging
 import os
 import threading
@@ -166,6 +167,7 @@ class JsonlDeadLetterSink:
         self._encoder = msgspec.json.Encoder()
         self._lock = threading.Lock()
         self._fd: int | None = None
+        self._lock_fd: int | None = None
 
     def files(self) -> list[Path]:
         """The dead-letter files, newest first: the current one, then the rotated ones."""
@@ -174,8 +176,30 @@ class JsonlDeadLetterSink:
     def write(self, letters: Sequence[DeadLetter]) -> None:
         stamp = datetime.fromtimestamp(self._clock(), UTC).isoformat(timespec="milliseconds")
         data = b"".join(self._line(letter, stamp) for letter in letters)
-        with self._lock:
+        with self._exclusive():
             self._append(data)
+
+    @contextlib.contextmanager
+    def _exclusive(self):
+        """The file to this thread alone, and to this process alone: another process (``ragmon
+        erase``, a scheduler's retention) rewrites it under the same ``flock``, and once it has
+        swapped a rewritten file in, the descriptor held here is reopened on it, so no letter is
+        appended to a file that is no longer there."""
+        with self._lock:
+            if self._lock_fd is None:
+                lock = self.path.with_name(f".{self.path.name}.lock")
+                try:
+                    self._lock_fd = open_private(lock, os.O_RDWR | os.O_CREAT)
+                except OSError as error:
+                    raise Retryable(f"dead-letter file {self.path}: {error.strerror}") from error
+            fcntl.flock(self._lock_fd, fcntl.LOCK_EX)
+            try:
+                if self._fd is not None and _replaced(self.path, self._fd):
+                    os.close(self._fd)
+                    self._fd = None
+                yield
+            finally:
+                fcntl.flock(self._lock_fd, fcntl.LOCK_UN)
 
     def _line(self, letter: DeadLetter, stamp: str) -> bytes:
         record = letter.record
@@ -190,27 +214,36 @@ class JsonlDeadLetterSink:
         """Delete the dead letters written before ``before`` (Unix seconds), in every file; returns
         how many. Each file is rewritten beside itself and swapped in atomically, under the write lock."""
         cutoff = datetime.fromtimestamp(before, UTC).isoformat(timespec="milliseconds")
-        with self._lock:
-            return sum(self._prune_file(path, cutoff) for path in self.files())
-
-    def _prune_file(self, path: Path, cutoff: str) -> int:
-        """One file of :meth:`prune`, under the caller's lock."""
         decode = msgspec.json.Decoder(_Stamp).decode
+        # ISO 8601 UTC stamps of one format compare as text
+        with self._exclusive():
+            return sum(self._drop_lines(path, lambda line: decode(line).time < cutoff) for path in self.files())
+
+    def erase(self, matches: Callable[[StoredLetter], bool], dry_run: bool = False) -> int:
+        """Erasure: delete the letters ``matches`` picks, in every file; returns how many (would go)."""
+        decode = msgspec.json.Decoder(StoredLetter).decode
+        with self._exclusive():
+            return sum(self._drop_lines(path, lambda line: matches(decode(line)), dry_run) for path in self.files())
+
+    def _drop_lines(self, path: Path, drop: Callable[[bytes], bool], dry_run: bool = False) -> int:
+        """Rewrite one file without the lines ``drop`` picks, beside itself, swapped in atomically;
+        under :meth:`_exclusive`."""
         temporary = path.with_name(path.name + ".prune")
         dropped = 0
         with path.open("rb") as source, os.fdopen(open_private(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC),
                                                   "wb") as kept:
             for line in source:  # streamed: the file may be large
                 try:
-                    # ISO 8601 UTC stamps of one format compare as text
-                    old = bool(line.strip()) and decode(line).time < cutoff
+                    gone = bool(line.strip()) and drop(line)
                 except msgspec.DecodeError:
-                    old = False  # a line we cannot read (a torn write, an edit) is kept, not lost
-                if old:
+                    gone = False  # a line we cannot read (a torn write, an edit) is kept, not lost
+                if gone:
                     dropped += 1
                 else:
                     kept.write(line)
-        if dropped:
+            kept.flush()
+            os.fsync(kept.fileno())
+        if dropped and not dry_run:
             os.replace(temporary, path)
             if path == self.path and self._fd is not None:  # the old descriptor points at the replaced file
                 os.close(self._fd)
@@ -221,9 +254,10 @@ class JsonlDeadLetterSink:
 
     def shutdown(self) -> None:
         with self._lock:
-            if self._fd is not None:
-                os.close(self._fd)
-                self._fd = None
+            for fd in (self._fd, self._lock_fd):
+                if fd is not None:
+                    os.close(fd)
+            self._fd = self._lock_fd = None
 
     def _append(self, data: bytes) -> None:
         end: int | None = None
@@ -273,6 +307,14 @@ class JsonlDeadLetterSink:
 
 class _Stamp(msgspec.Struct):
     time: str
+
+
+def _replaced(path: Path, fd: int) -> bool:
+    """Whether the file ``fd`` was opened on is no longer the one at ``path`` (swapped or removed)."""
+    try:
+        return os.stat(path).st_ino != os.fstat(fd).st_ino
+    except FileNotFoundError:
+        return True
 
 
 def read_dead_letters(path: Path) -> list[dict]:

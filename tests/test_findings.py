@@ -110,7 +110,8 @@ def test_a_leak_is_explained_by_the_read_api_and_the_cli(tmp_path):
                    for line in lines)
         assert any(line.startswith("ragmon_stage_latency_seconds_bucket{") and 'stage="total"' in line
                    and '# {trace_id="leak-1"} 0.9' in line for line in lines)
-        assert "trace_id" not in httpx.get(f"{server.url}/metrics").text
+        classic = httpx.get(f"{server.url}/metrics").text  # no exemplar: no trace_id="…" label anywhere
+        assert 'trace_id="' not in classic and "leak-1" not in classic
 
         # the pages are guarded as the API is
         assert httpx.get(f"{server.url}/").status_code == 401

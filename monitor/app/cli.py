@@ -20,6 +20,7 @@ from rich.table import Table
 from ragmon.collectors.files import JsonlSource, SourceStopped
 from ragmon.monitor.app import logs
 from ragmon.monitor.app.cli_dead_letters import dead_letters
+from ragmon.monitor.app.cli_erase import erase_command
 from ragmon.monitor.app.cli_eval import eval_command
 from ragmon.monitor.app.cli_events import events
 from ragmon.monitor.app.cli_findings import findings, trace
@@ -652,6 +653,7 @@ main.add_command(dead_letters)
 main.add_command(dead_letters, name="dlq")  # the SPEC's short name
 main.add_command(trace)
 main.add_command(labels)
+main.add_command(erase_command)
 
 if __name__ == "__main__":
     main()

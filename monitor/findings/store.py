@@ -14,7 +14,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import JSON, Column, Engine, Table, Text, delete, func, text
+from sqlalchemy import JSON, Column, Engine, Table, Text, delete, func, or_, text
 from sqlalchemy import select as core_select
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm import defer
@@ -121,6 +121,20 @@ class FindingsStore:
         statement = core_select(_TABLE.c.id, _TABLE.c.principals).where(_TABLE.c.id.in_(wanted))
         with self._engine.connect() as connection:
             return {row.id: row.principals for row in connection.execute(statement)}
+
+    def erase(self, caller: str | None, trace_ids: Sequence[str], *, dry_run: bool = False) -> int:
+        """Erasure: delete the findings of the caller with the pseudonym ``caller`` and those of
+        ``trace_ids`` (the traces of a person's erased samples); returns how many (would go)."""
+        matches = [_TABLE.c.trace_id.in_(trace_ids[start:start + 500]) for start in range(0, len(trace_ids), 500)]
+        if caller:
+            matches.append(_TABLE.c.caller == caller)
+        if not matches:
+            return 0
+        with self._engine.begin() as connection:
+            if dry_run:
+                counted = core_select(func.count()).select_from(_TABLE).where(or_(*matches))
+                return connection.execute(counted).scalar_one()
+            return connection.execute(delete(_TABLE).where(or_(*matches))).rowcount or 0
 
     def prune(self, before: float) -> int:
         """Delete the rows recorded before ``before`` (Unix seconds); returns how many."""

@@ -8,7 +8,7 @@ Everything here is built from stored samples, which are redacted already.
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -95,6 +95,29 @@ def write_batch(batch: Sequence, out_dir: Path) -> None:
     write_private(out_dir / "tasks.json",
                   (json.dumps([task_of(s) for s in batch], indent=1, sort_keys=True) + "\n").encode())
     write_private(out_dir / "label-config.xml", LABEL_CONFIG.encode())
+
+
+def erase_from_batches(batch_dir: Path, case_ids: Iterable[str], *, dry_run: bool = False) -> int:
+    """Erasure: rewrite every weekly batch under ``batch_dir`` (``WEEK[-TENANT]/cases.jsonl`` and
+    ``tasks.json``) without the cases ``case_ids``; returns how many cases (would) go."""
+    wanted = set(case_ids)
+    if not wanted or not batch_dir.is_dir():
+        return 0
+    removed = 0
+    for cases_file in sorted(batch_dir.glob("*/cases.jsonl")):
+        lines = cases_file.read_bytes().splitlines(keepends=True)
+        kept = [line for line in lines if json.loads(line)["id"] not in wanted]
+        removed += len(lines) - len(kept)
+        tasks_file = cases_file.with_name("tasks.json")
+        tasks = json.loads(tasks_file.read_bytes()) if tasks_file.exists() else []
+        kept_tasks = [task for task in tasks if task["data"]["case_id"] not in wanted]
+        if dry_run:
+            continue
+        if len(kept) != len(lines):
+            write_private(cases_file, b"".join(kept))
+        if len(kept_tasks) != len(tasks):
+            write_private(tasks_file, (json.dumps(kept_tasks, indent=1, sort_keys=True) + "\n").encode())
+    return removed
 
 
 class TaskProblem(ValueError):

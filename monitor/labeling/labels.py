@@ -151,6 +151,19 @@ def dataset_ids(path: Path) -> list[str]:
     return [json.loads(line)["id"] for line in path.read_bytes().splitlines() if line.strip()]
 
 
+def remove_cases(path: Path, case_ids: Iterable[str], *, dry_run: bool = False) -> int:
+    """Erasure: rewrite the dataset without the cases ``case_ids`` (a case's id is the shown id
+    of the trace it was sampled from); returns how many (would) go."""
+    wanted = set(case_ids)
+    if not wanted or not path.exists():
+        return 0
+    lines = path.read_bytes().splitlines(keepends=True)
+    kept = [line for line in lines if not line.strip() or json.loads(line)["id"] not in wanted]
+    if len(kept) != len(lines) and not dry_run:
+        write_private(path, b"".join(kept))
+    return len(lines) - len(kept)
+
+
 def append_cases(path: Path, cases: Iterable[dict[str, Any]]) -> tuple[list[str], list[str]]:
     """Append the cases not in the dataset yet; returns (ids added, ids already present)."""
     known = set(dataset_ids(path))

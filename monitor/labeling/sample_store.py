@@ -21,7 +21,21 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from sqlalchemy import JSON, Column, Engine, Index, String, cast, delete, func, insert, text, type_coerce, update
+from sqlalchemy import (
+    JSON,
+    Column,
+    Engine,
+    Index,
+    String,
+    cast,
+    delete,
+    func,
+    insert,
+    or_,
+    text,
+    type_coerce,
+    update,
+)
 from sqlalchemy import select as core_select
 from sqlalchemy.exc import SQLAlchemyError
 from sqlmodel import Field, Session, SQLModel, col, select
@@ -311,6 +325,28 @@ class SampleStore:
             session.exec(delete(SampleClaim).where(SampleClaim.updated_at < before))
             session.commit()
             return result.rowcount or 0
+
+    def erase(self, caller: str | None, conversation: str | None, *, dry_run: bool = False) -> list[str]:
+        """Erasure: delete the samples of one person, whatever their status: those whose trace's
+        caller has the pseudonym ``caller`` or whose conversation has the pseudonym ``conversation``,
+        and the quota claims naming them. Returns their trace ids (what was, or with ``dry_run``
+        would be, deleted), so the regression set and the batches can drop them too."""
+        matches = []
+        if caller:
+            matches.append(Sample.payload["caller"]["id"].as_string() == caller)
+        if conversation:
+            matches.append(Sample.payload["conversation_id"].as_string() == conversation)
+        if not matches:
+            return []
+        with Session(self._engine) as session:
+            trace_ids = sorted(session.exec(select(Sample.trace_id).where(or_(*matches))))
+            if trace_ids and not dry_run:
+                for start in range(0, len(trace_ids), 500):
+                    chunk = trace_ids[start:start + 500]
+                    session.exec(delete(Sample).where(col(Sample.trace_id).in_(chunk)))
+                    session.exec(delete(SampleClaim).where(col(SampleClaim.trace_id).in_(chunk)))
+                session.commit()
+        return trace_ids
 
     def find_one(self, trace_id: str) -> Sample | None:
         """The sample of ``trace_id``, if one is stored."""
