@@ -19,6 +19,7 @@ from rich.table import Table
 
 from ragmon.collectors.files import JsonlSource, SourceStopped
 from ragmon.monitor.app import logs
+from ragmon.monitor.app.cli_db import db
 from ragmon.monitor.app.cli_dead_letters import dead_letters
 from ragmon.monitor.app.cli_erase import erase_command
 from ragmon.monitor.app.cli_eval import eval_command
@@ -617,34 +618,7 @@ def dashboard_render(out_dir: Path) -> None:
         errors.print(shown(out_dir / name))
 
 
-@main.group()
-def db() -> None:
-    """The SQL store."""
-
-
-@db.command("upgrade")
-@click.pass_context
-def db_upgrade(ctx: click.Context) -> None:
-    """Apply the schema migrations to the configured database."""
-    from sqlalchemy.exc import SQLAlchemyError
-
-    from ragmon.monitor.config.settings import mask_url
-    from ragmon.monitor.core.errors import Retryable
-    from ragmon.monitor.storage.store import current_revision, make_engine, upgrade
-
-    settings = _settings(ctx)
-    engine = make_engine(settings.database.url)
-    try:
-        before = current_revision(engine)
-        upgrade(engine)
-        after = current_revision(engine)
-    except SQLAlchemyError as error:  # e.g. a database still starting: a hook Job's retry may succeed
-        raise Retryable(f"database unavailable: {type(error).__name__}") from None
-    finally:
-        engine.dispose()
-    console.print(shown(f"{mask_url(settings.database.url)}: schema {before or 'empty'} -> {after}"))
-
-
+main.add_command(db)
 main.add_command(eval_command)
 main.add_command(samples)
 main.add_command(findings)

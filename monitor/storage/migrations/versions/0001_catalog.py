@@ -11,6 +11,8 @@ revision = "0001"
 down_revision = None
 branch_labels = None
 depends_on = None
+# additive: the code of the revision before runs on this schema (docs/upgrades.md)
+change = "expand"
 
 
 def upgrade() -> None:

@@ -14,6 +14,8 @@ revision = "0005"
 down_revision = "0004"
 branch_labels = None
 depends_on = None
+# additive: the code of the revision before runs on this schema (docs/upgrades.md)
+change = "expand"
 
 
 def upgrade() -> None:

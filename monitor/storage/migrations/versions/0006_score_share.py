@@ -15,6 +15,8 @@ revision = "0006"
 down_revision = "0005"
 branch_labels = None
 depends_on = None
+# additive: the code of the revision before runs on this schema (docs/upgrades.md)
+change = "expand"
 
 
 def upgrade() -> None:

@@ -17,6 +17,8 @@ revision = "0008"
 down_revision = "0007"
 branch_labels = None
 depends_on = None
+# additive: the code of the revision before runs on this schema (docs/upgrades.md)
+change = "expand"
 
 _COLUMNS = ["week", "tenant", "trace_id", "strata", "status", "rank"]
 

@@ -17,6 +17,8 @@ revision = "0009"
 down_revision = "0008"
 branch_labels = None
 depends_on = None
+# additive: the code of the revision before runs on this schema (docs/upgrades.md)
+change = "expand"
 
 
 def upgrade() -> None:
