@@ -79,6 +79,7 @@ def upgrade(engine: Engine, revision: str = "head", location: Path = MIGRATIONS)
     step this code does not know raises :class:`SchemaTooNew`."""
     config = _config(location)
     script = scripts(location)
+    schema_window.oldest_code(script, script.get_current_head())  # every declaration checked before a step runs
     with engine.begin() as connection:
         current = _revision_of(connection)
         if schema_window.check(connection, script, current) == "ahead":
