@@ -205,10 +205,10 @@ def pods(docs: dict[tuple[str, str], dict]) -> dict[str, dict]:
     return {name: doc["spec"]["template"] for (kind, name), doc in docs.items() if kind in ("Deployment", "Job")}
 
 
-def test_the_migration_hook_runs_db_upgrade_before_install_and_upgrade_like_the_pods():
+def test_the_migration_hook_runs_db_upgrade_before_install_upgrade_and_rollback_like_the_pods():
     docs = by_kind(render(*VALUE_SETS["scaled"]))
     job = docs[("Job", "rag-ragmon-migrate")]
-    assert job["metadata"]["annotations"]["helm.sh/hook"] == "pre-install,pre-upgrade"
+    assert job["metadata"]["annotations"]["helm.sh/hook"] == "pre-install,pre-upgrade,pre-rollback"
     assert "hook-succeeded" in job["metadata"]["annotations"]["helm.sh/hook-delete-policy"]
     pod = job["spec"]["template"]["spec"]
     [container] = pod["containers"]
