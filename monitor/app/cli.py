@@ -19,6 +19,7 @@ from rich.table import Table
 
 from ragmon.collectors.files import JsonlSource, SourceStopped
 from ragmon.monitor.app import logs
+from ragmon.monitor.app.cli_backup import backup, restore
 from ragmon.monitor.app.cli_db import db
 from ragmon.monitor.app.cli_dead_letters import dead_letters
 from ragmon.monitor.app.cli_erase import erase_command
@@ -619,6 +620,8 @@ def dashboard_render(out_dir: Path) -> None:
 
 
 main.add_command(db)
+main.add_command(backup)
+main.add_command(restore)
 main.add_command(eval_command)
 main.add_command(samples)
 main.add_command(findings)

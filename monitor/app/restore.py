@@ -1,0 +1,134 @@
+"""``ragmon restore``: a backup (monitor/app/backup.py) into a fresh install.
+
+Everything is checked before anything is written: the archive's format and names, that this code
+knows the backup's schema revision, that the database holds no ragmon rows and no kept file is
+already there, and that the caller key of this install is the one the backup's pseudonyms were made
+with (the ``caller.key`` file a SQLite backup carries is restored for that). Then the schema is
+brought to the backup's revision, the rows loaded in one transaction, the schema upgraded to this
+code's head (the data steps of later migrations run on the restored rows), and the files written
+0600 in 0700 directories.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import tarfile
+from pathlib import Path, PurePosixPath
+
+from ragmon.monitor.app.backup import FORMAT, BackupError, Manifest, key_check, letter_names, sqlite_path
+from ragmon.monitor.app.wiring import caller_key
+from ragmon.monitor.config.settings import ConfigError, Settings
+from ragmon.monitor.core.private_files import open_private
+from ragmon.monitor.storage import schema_window
+from ragmon.monitor.storage.store import current_revision, downgrade, make_engine, scripts, upgrade
+from ragmon.monitor.storage.table_dump import data_tables, load_table, row_counts
+
+
+def _manifest(archive: tarfile.TarFile) -> Manifest:
+    try:
+        data = json.load(archive.extractfile("manifest.json"))
+        manifest = Manifest(**data)
+    except (KeyError, TypeError, ValueError) as error:
+        raise BackupError(f"not a ragmon backup (manifest.json: {error})") from None
+    if manifest.format != FORMAT:
+        raise BackupError(f"backup format {manifest.format}: this ragmon reads format {FORMAT}")
+    members = {member.name for member in archive.getmembers() if member.isfile()}
+    expected = {"manifest.json", *(f"tables/{name}.jsonl" for name in manifest.tables), *manifest.files}
+    if members != expected:
+        raise BackupError(f"the archive's files are not the ones its manifest lists: {sorted(members ^ expected)}")
+    return manifest
+
+
+def _destinations(settings: Settings, manifest: Manifest) -> dict[str, Path]:
+    """Where each file of the backup goes in this install."""
+    database = sqlite_path(settings)
+    known = {"files/regression/cases.jsonl": settings.regression.cases,
+             **{f"files/dead-letters/{name}": path for name, path in letter_names(settings.dead_letter.path).items()}}
+    if database is not None:
+        known["files/caller.key"] = database.parent / "caller.key"
+    targets = {}
+    for name in manifest.files:
+        parts = PurePosixPath(name).parts
+        if name in known:
+            targets[name] = known[name]
+        elif parts[:2] == ("files", "dead-letters") and len(parts) == 3 and parts[2].startswith("rotated.") \
+                and parts[2][len("rotated."):].isdigit():
+            letters = settings.dead_letter.path
+            targets[name] = letters.with_name(f"{letters.name}.{parts[2][len('rotated.'):]}")
+        elif parts[:2] == ("files", "batches") and len(parts) > 2 and ".." not in parts:
+            targets[name] = settings.scheduler.batch_dir.joinpath(*parts[2:])
+        else:
+            raise BackupError(f"{name}: a file this install has no place for (caller.key goes beside a SQLite "
+                              "database: this install's database.url is not one)")
+    return targets
+
+
+def _check_caller_key(settings: Settings, manifest: Manifest, archive: tarfile.TarFile) -> None:
+    if "files/caller.key" in manifest.files and not settings.redaction.caller_key.get_secret_value():
+        carried = archive.extractfile("files/caller.key").read().decode().strip()
+        if key_check(carried) != manifest.caller_key_check:
+            raise BackupError("files/caller.key does not match the manifest's caller key check")
+        return  # the file is restored (a different one already there is refused with the other files)
+    try:
+        key = caller_key(settings)
+    except ConfigError as error:
+        raise BackupError(f"{error}: the backup's pseudonyms were made with a configured key; set the same one") \
+            from None
+    if key_check(key) != manifest.caller_key_check:
+        raise BackupError("redaction.caller_key is not the key the backup's pseudonyms were made with: the same "
+                          "caller would get another pseudonym; configure the install with the same key")
+
+
+def restore_backup(settings: Settings, source: Path) -> Manifest:
+    """Restore the backup at ``source`` into the configured install, which must be fresh."""
+    with tarfile.open(source, "r:gz") as archive:
+        manifest = _manifest(archive)
+        known = schema_window.chain(scripts())
+        if manifest.revision not in known:
+            raise BackupError(f"the backup is at schema {manifest.revision} (ragmon {manifest.ragmon}), which this "
+                              f"code ({known[-1]}) does not know: restore with that release or a later one")
+        targets = _destinations(settings, manifest)
+        present = [str(path) for path in targets.values() if path.exists()]
+        if present:
+            raise BackupError(f"not a fresh install, these files exist: {', '.join(present)}")
+        _check_caller_key(settings, manifest, archive)
+        engine = make_engine(settings.database.url)
+        try:
+            _restore_rows(engine, manifest, archive, known)
+        finally:
+            engine.dispose()
+        for name, path in targets.items():
+            with archive.extractfile(name) as data, os.fdopen(
+                    open_private(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL), "wb") as handle:
+                shutil.copyfileobj(data, handle)
+    return manifest
+
+
+def _restore_rows(engine, manifest: Manifest, archive: tarfile.TarFile, known: list[str]) -> None:
+    current = current_revision(engine)
+    if current is not None:
+        if current not in known:
+            raise BackupError(f"the database is at schema {current}, newer than this code: restore into a fresh one")
+        with engine.connect() as connection:
+            filled = {name: rows for name, rows in row_counts(connection).items() if rows}
+        if filled:
+            raise BackupError("not a fresh install, the database holds rows: " +
+                              ", ".join(f"{name} ({rows})" for name, rows in sorted(filled.items())))
+    if current is None or known.index(current) < known.index(manifest.revision):
+        upgrade(engine, manifest.revision)
+    elif known.index(current) > known.index(manifest.revision):
+        downgrade(engine, manifest.revision)  # empty tables: nothing is lost going back
+    with engine.begin() as connection:
+        tables = {table.name: table for table in data_tables(connection)}
+        missing = set(manifest.tables) - set(tables)
+        if missing:
+            raise BackupError(f"tables {sorted(missing)} of the backup are not in schema {manifest.revision}")
+        for name, rows in manifest.tables.items():
+            with archive.extractfile(f"tables/{name}.jsonl") as data:
+                loaded = load_table(connection, tables[name], (line.decode("utf-8") for line in data))
+            if loaded != rows:
+                raise BackupError(f"tables/{name}.jsonl holds {loaded} rows, its manifest says {rows}")
+    upgrade(engine)
+
