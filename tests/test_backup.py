@@ -169,3 +169,5 @@ def test_an_archive_that_is_not_a_ragmon_backup_is_named(tmp_path):
     env = install(tmp_path / "new", f"sqlite:///{tmp_path / 'new' / 'ragmon.db'}", KEY)
     refused = CliRunner().invoke(main, ["restore", str(bogus)], env=env)
     assert refused.exit_code == 2 and "not a ragmon backup (manifest.json" in refused.output
+    refused = CliRunner().invoke(main, ["restore", str(EXAMPLES)], env=env)
+    assert refused.exit_code == 2 and "not a ragmon backup (not a gzip'd tar archive" in refused.output

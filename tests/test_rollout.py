@@ -58,6 +58,9 @@ def installed_tree(commit: str, into: Path) -> Path:
 def test_the_code_before_the_newest_migration_serves_on_the_migrated_schema(postgres, tmp_path):
     old = commit_before_newest_migration()
     site = installed_tree(old, tmp_path / "old")
+    assert (site / "ragmon" / "monitor" / "storage" / "schema_window.py").exists(), (
+        f"the code before the newest migration ({old}) compares the schema exactly (it predates the schema "
+        "window): a new migration must be committed on top of the window, not squashed with it")
     env = {"PYTHONPATH": str(site), "PYTHONSAFEPATH": "1"}
     asked = subprocess.run(
         [sys.executable, "-c", "import ragmon.monitor.storage.store as s; print(s.__file__); print(s.head_revision())"],

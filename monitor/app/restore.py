@@ -11,6 +11,7 @@ code's head (the data steps of later migrations run on the restored rows), and t
 
 from __future__ import annotations
 
+import gzip
 import json
 import os
 import shutil
@@ -18,8 +19,7 @@ import tarfile
 from pathlib import Path, PurePosixPath
 
 from ragmon.monitor.app.backup import FORMAT, BackupError, Manifest, key_check, letter_names, sqlite_path
-from ragmon.monitor.app.wiring import caller_key
-from ragmon.monitor.config.settings import ConfigError, Settings
+from ragmon.monitor.config.settings import Settings
 from ragmon.monitor.core.private_files import open_private
 from ragmon.monitor.storage import schema_window
 from ragmon.monitor.storage.store import current_revision, downgrade, make_engine, scripts, upgrade
@@ -66,16 +66,16 @@ def _destinations(settings: Settings, manifest: Manifest) -> dict[str, Path]:
 
 
 def _check_caller_key(settings: Settings, manifest: Manifest, archive: tarfile.TarFile) -> None:
-    if "files/caller.key" in manifest.files and not settings.redaction.caller_key.get_secret_value():
-        carried = archive.extractfile("files/caller.key").read().decode().strip()
-        if key_check(carried) != manifest.caller_key_check:
-            raise BackupError("files/caller.key does not match the manifest's caller key check")
-        return  # the file is restored (a different one already there is refused with the other files)
-    try:
-        key = caller_key(settings)
-    except ConfigError as error:
-        raise BackupError(f"{error}: the backup's pseudonyms were made with a configured key; set the same one") \
-            from None
+    """The pseudonyms restored must be the ones this install will make: its caller key is the
+    backup's (the configured one, or the ``caller.key`` the backup carries). Nothing is written."""
+    configured = settings.redaction.caller_key.get_secret_value()
+    if configured:
+        key = configured
+    elif "files/caller.key" in manifest.files:
+        key = archive.extractfile("files/caller.key").read().decode().strip()
+    else:
+        raise BackupError("redaction.caller_key: the backup's pseudonyms were made with a configured key; configure "
+                          "this install with the same one")
     if key_check(key) != manifest.caller_key_check:
         raise BackupError("redaction.caller_key is not the key the backup's pseudonyms were made with: the same "
                           "caller would get another pseudonym; configure the install with the same key")
@@ -83,7 +83,11 @@ def _check_caller_key(settings: Settings, manifest: Manifest, archive: tarfile.T
 
 def restore_backup(settings: Settings, source: Path) -> Manifest:
     """Restore the backup at ``source`` into the configured install, which must be fresh."""
-    with tarfile.open(source, "r:gz") as archive:
+    try:
+        archive = tarfile.open(source, "r:gz")  # noqa: SIM115 - closed by the with below
+    except (tarfile.TarError, gzip.BadGzipFile, EOFError) as error:
+        raise BackupError(f"not a ragmon backup (not a gzip'd tar archive: {error})") from None
+    with archive:
         manifest = _manifest(archive)
         known = schema_window.chain(scripts())
         if manifest.revision not in known:
