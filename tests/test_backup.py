@@ -74,8 +74,9 @@ def rows(url: str) -> dict[str, list]:
 
 
 def kept_files(root: Path) -> dict[str, bytes]:
+    """The files an install keeps, but the empty lock the dead-letter writer and its rewriters share."""
     return {str(path.relative_to(root)): path.read_bytes() for path in sorted(root.rglob("*"))
-            if path.is_file() and path.parent != root or path.name == "caller.key"}
+            if (path.is_file() and path.parent != root or path.name == "caller.key") and path.suffix != ".lock"}
 
 
 def caller_of(line: str) -> tuple[str | None, str | None]:
