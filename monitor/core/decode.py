@@ -1,4 +1,5 @@
-"""Bytes to events: one typed, validating pass (msgspec), then the limits and normalization.
+"""Bytes to events: one typed, validating pass (msgspec), then the limits and normalization
+(timestamps to Unix seconds, document ids to their join key: ``monitor/core/doc_ids.py``).
 
 Every way a record can be wrong ends as :class:`~ragmon.monitor.core.errors.InvalidInput` with a closed-enum
 reason and a detail that names the field by its JSON path. Details never quote field content:
@@ -14,6 +15,7 @@ from datetime import datetime
 import msgspec
 
 from ragmon.monitor.config.pipeline import Limits
+from ragmon.monitor.core.doc_ids import join_key
 from ragmon.monitor.core.errors import InvalidInput, Reason
 from ragmon.monitor.core.model import (
     EVENT_TYPES,
@@ -190,8 +192,11 @@ def _passages_fit(passages: list[Passage], max_id: int, max_text: int, max_items
     for passage in passages:
         if not 0 < len(passage.id) <= max_id:
             return False
-        if passage.doc_id is not None and len(passage.doc_id) > max_id:
-            return False
+        doc_id = passage.doc_id
+        if doc_id is not None:
+            if len(doc_id) > max_id:
+                return False
+            passage.doc_id = join_key(doc_id)
         if passage.doc_version is not None and len(passage.doc_version) > max_id:
             return False
         if passage.embedding_model is not None and len(passage.embedding_model) > max_id:
@@ -238,6 +243,7 @@ class _Checker:
             self._text(event.comment, "$.comment")
         elif isinstance(event, DocumentEvent):
             self._id(event.doc_id, "$.doc_id")
+            event.doc_id = join_key(event.doc_id)
             self._id(event.version, "$.version")
             self._id(event.tenant, "$.tenant")
             event.modified_at = self._catalog_time(event.modified_at, "$.modified_at")
@@ -245,6 +251,7 @@ class _Checker:
         elif isinstance(event, IndexEvent):
             self._id(event.index, "$.index")
             self._id(event.doc_id, "$.doc_id")
+            event.doc_id = join_key(event.doc_id)
             self._id(event.version, "$.version")
             self._id(event.embedding_model, "$.embedding_model", required=False)
             event.indexed_at = self._catalog_time(event.indexed_at, "$.indexed_at")
@@ -305,6 +312,8 @@ class _Checker:
             where = f"{path}[{i}]"
             self._id(passage.id, f"{where}.id")
             self._id(passage.doc_id, f"{where}.doc_id", required=False)
+            if passage.doc_id:
+                passage.doc_id = join_key(passage.doc_id)
             self._id(passage.doc_version, f"{where}.doc_version", required=False)
             self._id(passage.embedding_model, f"{where}.embedding_model", required=False)
             self._text(passage.text, f"{where}.text")
