@@ -99,6 +99,22 @@ METRICS: tuple[MetricSpec, ...] = (
                "Records deleted by retention: unlabeled samples, dead letters, findings."),
     MetricSpec("ragmon_scheduler_leader", "gauge", (),
                "1 while this process holds the scheduler lock and runs the jobs."),
+    MetricSpec("ragmon_catalog_source_syncs_total", "counter", ("source", "outcome"),
+               "Syncs of each catalog source (catalog.sources, by its name), by outcome: ok, failed (the source "
+               "could not be read whole, or its events not applied: nothing changed), held (it would have deleted "
+               "more than max_deletion_share: nothing changed)."),
+    MetricSpec("ragmon_catalog_source_changes_total", "counter", ("source", "kind"),
+               "Catalog events a source's syncs applied, by kind: document, tombstone (a document gone from the "
+               "source), index, removal (an index entry gone)."),
+    MetricSpec("ragmon_catalog_source_refused_total", "counter", ("source", "reason"),
+               "Items a source's syncs left out, by reason: too_large, too_many, symlink, not_regular, unreadable, "
+               "bad_front_matter, bad_record, duplicate, or the catalog's own reason for an event it rejected "
+               "(too_long, catalog_full, …). A document left out keeps its last state."),
+    MetricSpec("ragmon_catalog_source_items", "gauge", ("source",),
+               "Documents and index entries in a source's last complete snapshot (tombstones and removals not "
+               "counted)."),
+    MetricSpec("ragmon_catalog_source_last_success_timestamp_seconds", "gauge", ("source",),
+               "When a source was last synced whole (outcome ok)."),
     MetricSpec("ragmon_alert_notifications_total", "counter", ("notifier", "outcome"),
                "Pushed alerts sent (outcome sent) or not taken and kept for a retry (failed), per notifier."),
     MetricSpec("ragmon_last_event_timestamp_seconds", "gauge", ("source", "type"),

@@ -21,6 +21,7 @@ from ragmon.collectors.files import JsonlSource, SourceStopped
 from ragmon.monitor.app import logs
 from ragmon.monitor.app.cli_backup import backup, restore
 from ragmon.monitor.app.cli_db import db
+from ragmon.monitor.app.cli_catalog import catalog
 from ragmon.monitor.app.cli_dead_letters import dead_letters
 from ragmon.monitor.app.cli_erase import erase_command
 from ragmon.monitor.app.cli_eval import eval_command
@@ -631,6 +632,7 @@ main.add_command(dead_letters, name="dlq")  # the SPEC's short name
 main.add_command(trace)
 main.add_command(labels)
 main.add_command(erase_command)
+main.add_command(catalog)
 
 if __name__ == "__main__":
     main()

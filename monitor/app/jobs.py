@@ -1,5 +1,6 @@
 """The periodic jobs of docs/scheduler.md as plain methods with the clock passed in, so tests drive them
-without waiting: weekly pull, staleness scan, canary probes, retention. ``ragmon.monitor.app.scheduler``
+without waiting: weekly pull, staleness scan, canary probes, retention, and a sync per catalog source
+(``catalog-sync:NAME``, docs/catalog.md). ``ragmon.monitor.app.scheduler``
 runs them on APScheduler; ``ragmon probe run`` runs the probes once.
 
 Every run is logged with its outcome and counted (``ragmon_job_runs_total``); a successful one
@@ -9,6 +10,7 @@ not stop the scheduler. With ragmon's own tracing on, every run is also a span (
 
 from __future__ import annotations
 
+import functools
 import logging
 import time
 from collections.abc import Callable, Sequence
@@ -18,6 +20,7 @@ from typing import TYPE_CHECKING
 
 from ragmon.alerts.dispatch import AlertDispatcher, staleness_of
 from ragmon.exporters.instruments import Metrics
+from ragmon.monitor.app.catalog_sync import CatalogSync
 from ragmon.monitor.app.probes import ProbeResult, Retrieve, run_probes
 from ragmon.monitor.config.scheduling import ProbeConfig, SchedulerConfig
 from ragmon.monitor.core.catalog import Catalog
@@ -32,6 +35,12 @@ log = logging.getLogger(__name__)
 
 WEEKLY_PULL, STALENESS_SCAN, CANARY_PROBES, RETENTION = "weekly-pull", "staleness-scan", "canary-probes", "retention"
 JOB_IDS = (WEEKLY_PULL, STALENESS_SCAN, CANARY_PROBES, RETENTION)
+CATALOG_SYNC = "catalog-sync:"  # + a source's name: one job per scheduled catalog source
+
+
+def catalog_sync_job(source: str) -> str:
+    """The id (and ``scheduled_job`` label) of the job that syncs the catalog source ``source``."""
+    return CATALOG_SYNC + source
 
 Push = Callable[[Sequence], int]  # the batch -> cases sent to Label Studio
 
@@ -55,11 +64,16 @@ class Jobs:
     tracer: JobTracer | None = None  # a span per run, when ragmon traces itself
     prune_findings: Callable[[float], int] | None = None  # (before) -> deleted findings
     findings_retention_days: float = 14.0
+    catalog_sync: CatalogSync | None = None  # the catalog sources, when some are configured
 
     def run(self, job_id: str) -> bool:
         """Run one job by id, logging and counting the outcome; True when it succeeded."""
-        job = {WEEKLY_PULL: self.weekly_pull, STALENESS_SCAN: self.staleness_scan,
-               CANARY_PROBES: self.canary_probes, RETENTION: self.retention}[job_id]
+        if job_id.startswith(CATALOG_SYNC):
+            source = job_id[len(CATALOG_SYNC):]
+            job = functools.partial(self.sync_catalog_source, source)
+        else:
+            job = {WEEKLY_PULL: self.weekly_pull, STALENESS_SCAN: self.staleness_scan,
+                   CANARY_PROBES: self.canary_probes, RETENTION: self.retention}[job_id]
         started = time.monotonic()
         span = self.tracer.begin(job_id) if self.tracer is not None else None
         try:
@@ -99,6 +113,19 @@ class Jobs:
             self.alerts.scan_staleness(health, now)
         stale = {index: figures for index, figures in health.items() if figures[1]}
         return f"{len(health)} indexes, {len(stale)} with stale documents"
+
+    def sync_catalog_source(self, source: str) -> str:
+        """One sync of a catalog source (counted by the sync itself); a sync that fails or is held
+        fails the job. A scheduler process of its own first reads the catalog table, so that the
+        sync brings up to date what the table holds."""
+        assert self.catalog_sync is not None
+        if self.reload_catalog is not None:
+            self.reload_catalog()
+        report = self.catalog_sync.sync(source)
+        if report.outcome != "ok":
+            raise RuntimeError(f"{report.outcome}: {report.error}")
+        changes = sum(report.changes.values())
+        return f"{report.items} items, {changes} changes, {sum(report.refused.values())} refused"
 
     def canary_probes(self) -> str:
         results = self.probe_once()

@@ -16,20 +16,31 @@ import logging
 import threading
 import time
 from collections.abc import Callable
+from datetime import UTC, datetime
 
 from apscheduler.schedulers.background import BackgroundScheduler
 from apscheduler.triggers.cron import CronTrigger
 from apscheduler.triggers.interval import IntervalTrigger
 
-from ragmon.monitor.app.jobs import CANARY_PROBES, RETENTION, STALENESS_SCAN, WEEKLY_PULL, Jobs
+from ragmon.monitor.app.jobs import (
+    CANARY_PROBES,
+    CATALOG_SYNC,
+    RETENTION,
+    STALENESS_SCAN,
+    WEEKLY_PULL,
+    Jobs,
+    catalog_sync_job,
+)
 from ragmon.monitor.app.leader import LeaderLock
 from ragmon.monitor.config.scheduling import SchedulerConfig
 
 log = logging.getLogger(__name__)
 
 
-def triggers(config: SchedulerConfig, probes: bool) -> dict[str, object]:
-    """Each job's trigger; the probes only when some are configured."""
+def triggers(config: SchedulerConfig, probes: bool,
+             catalog_sources: dict[str, float] | None = None) -> dict[str, object]:
+    """Each job's trigger; the probes only when some are configured; a sync per catalog source
+    (``catalog_sources``: name -> interval in seconds), every interval from the start."""
     pull_hour, pull_minute = (int(part) for part in config.weekly_pull_time.split(":"))
     keep_hour, keep_minute = (int(part) for part in config.retention_time.split(":"))
     out: dict[str, object] = {
@@ -40,6 +51,8 @@ def triggers(config: SchedulerConfig, probes: bool) -> dict[str, object]:
     }
     if probes:
         out[CANARY_PROBES] = IntervalTrigger(seconds=config.probe_interval_seconds, timezone=config.time_zone)
+    for source, seconds in (catalog_sources or {}).items():
+        out[catalog_sync_job(source)] = IntervalTrigger(seconds=seconds, timezone=config.time_zone)
     return out
 
 
@@ -47,8 +60,11 @@ def build_scheduler(config: SchedulerConfig, jobs: Jobs, probes: bool) -> Backgr
     scheduler = BackgroundScheduler(
         timezone=config.time_zone,
         job_defaults={"coalesce": True, "max_instances": 1, "misfire_grace_time": config.misfire_grace_seconds})
-    for job_id, trigger in triggers(config, probes).items():
-        scheduler.add_job(jobs.run, trigger, args=[job_id], id=job_id, name=job_id, replace_existing=True)
+    sources = jobs.catalog_sync.intervals() if jobs.catalog_sync is not None else {}
+    for job_id, trigger in triggers(config, probes, sources).items():
+        # a catalog source is synced at once: what serve judges against should not wait an interval
+        first = {"next_run_time": datetime.now(UTC)} if job_id.startswith(CATALOG_SYNC) else {}
+        scheduler.add_job(jobs.run, trigger, args=[job_id], id=job_id, name=job_id, replace_existing=True, **first)
     return scheduler
 
 

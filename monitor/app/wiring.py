@@ -11,7 +11,7 @@ import logging
 import os
 import secrets
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -29,6 +29,7 @@ from ragmon.collectors.files import JsonlDeadLetterSink
 from ragmon.collectors.letter_body import LetterBody
 from ragmon.exporters.instruments import Metrics
 from ragmon.exporters.prometheus import PrometheusSink, register_scrape_time
+from ragmon.monitor.app.catalog_sync import CatalogApply, CatalogSync, ConfiguredSource, PipelineApply, TopicApply
 from ragmon.monitor.app.jobs import Jobs
 from ragmon.monitor.app.leader import leader_lock
 from ragmon.monitor.app.scheduler import SchedulerRunner
@@ -45,8 +46,10 @@ from ragmon.monitor.findings.store import FindingsStore
 from ragmon.monitor.labeling.redact import Redactor
 from ragmon.monitor.labeling.sample_store import SampleStore
 from ragmon.monitor.labeling.sampler import Sampler, SampleWriter
+from ragmon.monitor.storage.catalog_source_store import SourceStateStore
 from ragmon.monitor.storage.catalog_store import CatalogPersistence, load_catalog
 from ragmon.monitor.storage.score_share import BaselineSharing, ScoreShare, replica_name
+from ragmon.monitor.storage.served_documents import ServedDocuments
 from ragmon.monitor.storage.store import await_schema, make_engine
 
 if TYPE_CHECKING:
@@ -114,7 +117,30 @@ def build_jobs(runtime: Runtime, standalone: bool = False) -> Jobs:
     return Jobs(settings.scheduler, settings.sampling.time_zone, settings.probes.probes, runtime.samples,
                 runtime.catalog, runtime.metrics, runtime.alerts, prune, runtime.clock, retrieve, push, reload,
                 tracer=runtime.telemetry.jobs if runtime.telemetry is not None else None,
-                prune_findings=runtime.findings.prune, findings_retention_days=settings.findings.retention_days)
+                prune_findings=runtime.findings.prune, findings_retention_days=settings.findings.retention_days,
+                catalog_sync=build_catalog_sync(runtime) if settings.catalog.sources else None)
+
+
+def build_catalog_sync(runtime: Runtime, environ: Mapping[str, str] | None = None,
+                       http_transport: Any = None) -> CatalogSync:
+    """The configured catalog sources (``catalog.sources``), synced into this process's pipeline, or
+    into the catalog topic when Kafka is configured (every replica reads it). ``environ``: where
+    ``env:`` references of the sources are read (default the process's); ``http_transport``: an
+    httpx transport for the manifests' downloads (tests)."""
+    from ragmon.collectors.catalog_sources import build_source
+    from ragmon.collectors.catalog_sources.base import SourceContext
+
+    settings = runtime.settings
+    context = SourceContext(runtime.clock, os.environ if environ is None else environ, http_transport)
+    sources = [ConfiguredSource(config, build_source(config, context)) for config in settings.catalog.sources]
+    apply: CatalogApply
+    if settings.kafka.bootstrap_servers and sources:
+        transport = _kafka_transport(settings, settings.kafka.catalog_topic, "ragmon-catalog-sync")
+        apply = TopicApply(transport.send_encoded, transport.flush, Decoder(settings.limits, runtime.clock))
+    else:
+        apply = PipelineApply(runtime.pipeline.process)
+    return CatalogSync(sources, SourceStateStore(runtime.engine), runtime.catalog, apply, runtime.clock,
+                       runtime.metrics)
 
 
 def build_scheduler(runtime: Runtime, jobs: Jobs) -> SchedulerRunner:
@@ -400,6 +426,7 @@ def build_runtime(
          SampleWriter(samples, settings.sampling, _publisher(settings), report=prometheus.count_admission), prometheus,
          *([_findings_sink(settings, findings, redactor, clock, metrics)] if settings.findings.enabled else []),
          *([AlertSink(alerts)] if alerts is not None else []), *([sharing] if sharing is not None else []),
+         ServedDocuments(engine, clock, settings.catalog.served_days, settings.catalog.served_max_rows),
          *extra_sinks],
         dead_letters,
         clock,

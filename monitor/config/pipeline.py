@@ -9,6 +9,7 @@ from datetime import UTC, datetime
 
 from pydantic import Field, NonNegativeInt, PositiveFloat, PositiveInt, field_validator, model_validator
 
+from ragmon.monitor.config.catalog_sources import CatalogSourceConfig
 from ragmon.monitor.config.section import ConfigSection
 
 
@@ -132,9 +133,27 @@ class FindingsConfig(ConfigSection):
 
 
 class CatalogConfig(ConfigSection):
-    """Bounds on the in-memory catalog: a new document or index entry beyond them is rejected as
-    `catalog_full` (dead-lettered and counted); changes to known ones still apply."""
+    """The catalog: its bounds (a new document or index entry beyond them is rejected as `catalog_full`,
+    dead-lettered and counted; changes to known ones still apply), the sources it is read from
+    (docs/catalog.md), and the digest of served documents `ragmon catalog check` reads."""
 
     max_documents: PositiveInt = Field(500_000, description="Documents the catalog holds at most (about 1 KB "
                                        "of memory each).")
     max_index_entries: PositiveInt = Field(1_000_000, description="(index, document) entries at most.")
+    sources: list[CatalogSourceConfig] = Field(
+        default_factory=list, description="Systems of record the catalog is synced from, each `{name, kind, …}`: "
+        "kind `folder` or `manifest` (keys below, and docs/catalog.md).")
+    served_days: PositiveFloat = Field(
+        7.0, description="Days the digest of served documents (index, tenant, document, version: counts only) "
+        "keeps a row after its last passage; `ragmon catalog check` reads it.")
+    served_max_rows: PositiveInt = Field(
+        50_000, description="Rows the digest of served documents keeps at most; the least recently served go first.")
+
+    @field_validator("sources")
+    @classmethod
+    def _names_unique(cls, sources: list[CatalogSourceConfig]) -> list[CatalogSourceConfig]:
+        names = [source.name for source in sources]
+        twice = sorted({name for name in names if names.count(name) > 1})
+        if twice:
+            raise ValueError(f"source names must be unique: {', '.join(twice)} given more than once")
+        return sources

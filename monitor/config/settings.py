@@ -32,6 +32,7 @@ from pydantic import (
 )
 
 from ragmon.monitor.config.alerting import AlertsConfig
+from ragmon.monitor.config.catalog_sources import SOURCE_MODELS
 from ragmon.monitor.config.environment import ENV_CONFIG_FILE, OverrideError, apply_environment
 from ragmon.monitor.config.pipeline import CatalogConfig, DedupeConfig, FindingsConfig, Limits, SignalsConfig
 from ragmon.monitor.config.scheduling import ProbesConfig, SchedulerConfig
@@ -565,7 +566,29 @@ def reference_markdown() -> str:
             cell = shown.replace("|", "\\|")
             lines.append(f"| `{key}` | `{cell}` | {env} | {spec.description or ''} |")
         lines.append("")
+    for model in SOURCE_MODELS:
+        lines += _source_table(model)
     return "\n".join(lines)
+
+
+def _source_table(model: type[BaseModel]) -> list[str]:
+    """The keys of one kind of ``catalog.sources`` entry (set in the file, or as a JSON list in
+    ``RAGMON_CATALOG__SOURCES``)."""
+    kind = model.model_fields["kind"].annotation.__args__[0]  # type: ignore[union-attr]
+    lines = [f"### `catalog.sources` entries of kind `{kind}`", "", " ".join((model.__doc__ or "").split()), "",
+             "| key | default | meaning |", "|---|---|---|"]
+    for key, spec in model.model_fields.items():
+        if spec.is_required():
+            shown = "(required)"
+        else:
+            default = spec.default_factory() if spec.default_factory is not None else spec.default
+            if isinstance(default, BaseModel):
+                default = default.model_dump()
+            shown = json.dumps(_plain(default), default=str)
+        cell, meaning = shown.replace("|", "\\|"), (spec.description or "").replace("|", "\\|")
+        lines.append(f"| `{key}` | `{cell}` | {meaning} |")
+    lines.append("")
+    return lines
 
 
 if __name__ == "__main__":

@@ -301,7 +301,9 @@ def nested(path: tuple, value):
     return value
 
 
-FLOAT_PATHS = float_fields(Settings)
+# the entries of catalog.sources need a kind and their required keys: their floats are swept in
+# tests/collectors/catalog_sources/test_source_config.py
+FLOAT_PATHS = [path for path in float_fields(Settings) if path[:2] != ("catalog", "sources")]
 
 
 def test_the_sweep_reaches_every_kind_of_float():

@@ -1,0 +1,25 @@
+"""Catalog sources: the systems of record the catalog is synced from (docs/catalog.md).
+
+One module per kind of source, each with one class that meets
+:class:`~ragmon.collectors.catalog_sources.base.CatalogSource`, and one line per kind in
+:data:`SOURCE_KINDS` below (its config model lives in ``monitor/config/catalog_sources.py``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from ragmon.collectors.catalog_sources.base import CatalogSource, SourceContext
+from ragmon.collectors.catalog_sources.folder import FolderSource
+from ragmon.collectors.catalog_sources.manifest import ManifestSource
+
+#: kind (the config entry's ``kind``) -> the source made from the entry and the context
+SOURCE_KINDS: dict[str, Callable[..., CatalogSource]] = {
+    "folder": FolderSource,
+    "manifest": ManifestSource,
+}
+
+
+def build_source(config, context: SourceContext) -> CatalogSource:
+    """The source a ``catalog.sources`` entry configures."""
+    return SOURCE_KINDS[config.kind](config, context)

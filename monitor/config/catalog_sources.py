@@ -1,0 +1,190 @@
+"""The entries of ``catalog.sources``: the systems of record the catalog is read from (docs/catalog.md).
+
+Each entry is one source with a ``name`` of its own (a metric label and the key its last snapshot is
+kept under) and a ``kind`` that picks its model below. A kind is added with a model here (built on
+:class:`SourceEntry`, listed in :data:`SOURCE_MODELS` and :data:`CatalogSourceConfig`) and a
+module with one line in the registry of ``collectors/catalog_sources``.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Annotated, Literal
+from urllib.parse import urlsplit
+
+from pydantic import Field, NonNegativeFloat, PositiveFloat, PositiveInt, field_validator, model_validator
+
+from ragmon.monitor.config.secret_refs import SecretRef
+from ragmon.monitor.config.section import ConfigSection
+
+_SOURCE_NAME = re.compile(r"[A-Za-z0-9_.:-]{1,64}")
+_HOST = re.compile(r"[A-Za-z0-9_](?:[A-Za-z0-9_.-]*[A-Za-z0-9_])?", re.ASCII)
+_LOOPBACK_HOSTS = frozenset({"localhost", "127.0.0.1", "::1"})
+
+
+class SourceEntry(ConfigSection):
+    """What every catalog source has: a name, when it is synced, and how much it may delete at once."""
+
+    name: str = Field(description="The source's name: a metric label (`source`) and the key of its last snapshot; "
+                      "1-64 characters of letters, digits, `_ . : -`, unique among the sources.")
+    interval_seconds: NonNegativeFloat = Field(
+        300.0, description="How often the scheduler syncs the source (first at start); 0: only "
+        "`ragmon catalog sync`.")
+    max_deletion_share: float = Field(
+        0.5, ge=0, le=1, description="Largest share of the documents (and index entries) of the last snapshot one "
+        "sync may delete. A sync that would delete more is held: nothing changes, the sync counts as `held`, and "
+        "`ragmon catalog sync --accept-deletions` applies it once. A source that vanishes (an empty folder, an "
+        "empty manifest) is so never read as every document deleted.")
+    max_items: PositiveInt = Field(
+        100_000, description="Documents (or index entries) one snapshot holds at most; those beyond are refused "
+        "(counted, `reason=\"too_many\"`), in the order of their ids.")
+
+    @field_validator("name")
+    @classmethod
+    def _label_safe(cls, value: str) -> str:
+        if not _SOURCE_NAME.fullmatch(value):
+            raise ValueError("must be 1-64 characters of letters, digits, _ . : -")
+        return value
+
+
+class FolderSourceConfig(SourceEntry):
+    """A folder or a git work tree: one document per file."""
+
+    kind: Literal["folder"] = Field(description="`folder`.")
+    root: Path = Field(description="The folder. Nothing outside it is read: symbolic links are not followed "
+                       "(counted as refused, `reason=\"symlink\"`).")
+    include: list[str] = Field(default_factory=lambda: ["*"], description="Glob patterns (fnmatch, where `*` also "
+                               "crosses `/`) of the relative paths read, e.g. `[\"*.md\", \"*.txt\"]`.")
+    exclude: list[str] = Field(default_factory=list, description="Glob patterns of relative paths left out. Files "
+                               "and folders whose name starts with `.` are always left out (`.git`, the sidecars).")
+    id_prefix: str = Field("", description="Put before each relative path to make the document id, so that the ids "
+                           "are those the indexer wrote into the chunks' metadata (e.g. `corpus/`).")
+    git: bool = Field(True, description="In a git work tree, a file as committed takes its changed time from the "
+                      "last commit that touched it (`git log`); a file changed since, or not in git, takes its mtime.")
+    git_timeout_seconds: PositiveFloat = Field(60.0, description="Time each git command may take.")
+    acl_keys: dict[str, str] = Field(
+        default_factory=lambda: {"acl": ""}, description="Front matter (and sidecar) keys that hold readers, each "
+        "with the prefix given to a bare name in it: `{acl: \"\", groups: \"group:\", users: \"user:\"}` reads "
+        "`groups: [hr]` as `group:hr`. A value is a list or a comma-separated string; `*` is everyone.")
+    tenant_key: str = Field("tenant", description="Front matter (and sidecar) key that holds the tenant.")
+    sidecar: str = Field(".ragmon.yaml", description="Name of the per-folder file (YAML mapping with the ACL keys "
+                         "and the tenant key) whose values apply to every document below it that does not say "
+                         "otherwise; the nearest one up the tree wins.")
+    default_acl: list[str] | None = Field(None, description="ACL of a document that neither its front matter nor a "
+                                          "sidecar gives one; unset: unknown.")
+    tenant: str = Field("default", description="Tenant of a document that neither its front matter, a sidecar nor "
+                        "`tenant_pattern` names.")
+    tenant_pattern: str | None = Field(
+        None, description="Regular expression with a group `tenant` searched in the relative path, e.g. "
+        "`^(?P<tenant>[^/]+)/`; where it matches it names the tenant (before a sidecar and `tenant`, after the "
+        "front matter).")
+    max_file_bytes: PositiveInt = Field(16 * 1024 * 1024, description="Larger files are refused (counted, "
+                                        "`reason=\"too_large\"`) and keep their last known state.")
+    max_front_matter_bytes: PositiveInt = Field(64 * 1024, description="Front matter (and sidecars) larger than "
+                                                "this are refused (`reason=\"bad_front_matter\"`).")
+
+    @field_validator("tenant_pattern")
+    @classmethod
+    def _tenant_group(cls, value: str | None) -> str | None:
+        if value is None:
+            return value
+        try:
+            compiled = re.compile(value)
+        except re.error as error:
+            raise ValueError(f"not a valid regular expression: {error}") from None
+        if "tenant" not in compiled.groupindex:
+            raise ValueError("needs a named group `tenant`, e.g. ^(?P<tenant>[^/]+)/")
+        return value
+
+    @field_validator("acl_keys")
+    @classmethod
+    def _acl_keys(cls, keys: dict[str, str]) -> dict[str, str]:
+        for key, prefix in keys.items():
+            if not key:
+                raise ValueError("an ACL key must not be empty")
+            if prefix and not prefix.endswith(":"):
+                raise ValueError(f"{key}: the prefix {prefix!r} must end with `:` (e.g. `group:`)")
+        return keys
+
+
+class ManifestFields(ConfigSection):
+    """Which field (JSONL key or CSV column) holds each part of a document."""
+
+    doc_id: str = Field("doc_id", description="The document id (required in every record).")
+    version: str = Field("version", description="The version (required).")
+    modified_at: str = Field("modified_at", description="When that version was made: RFC 3339 with an offset, or "
+                             "Unix seconds (required).")
+    acl: str | None = Field("acl", description="Readers: a list (`[]`: nobody), or a string split at "
+                            "`acl_separator`; absent, null or an empty string in a record: unknown. null here: not "
+                            "read.")
+    tenant: str | None = Field("tenant", description="The tenant; absent in a record: the source's `tenant`.")
+    deleted: str | None = Field("deleted", description="True (`true`, `1`, `yes`) when the document was deleted.")
+
+
+class ManifestSourceConfig(SourceEntry):
+    """A manifest that a system of record exports (Confluence, SharePoint, Drive): one document per JSONL line
+    or CSV row, from a file or an HTTP(S) URL."""
+
+    kind: Literal["manifest"] = Field(description="`manifest`.")
+    path: Path | None = Field(None, description="The manifest file (or `url`).")
+    url: str | None = Field(None, description="The manifest's URL: https, or http on a loopback address; its host "
+                            "must be in `allowed_hosts`. No credentials in it: see `auth_header`.")
+    format: Literal["jsonl", "csv"] = Field("jsonl", description="JSON Lines (one object per line) or CSV with a "
+                                            "header row.")
+    fields: ManifestFields = Field(default_factory=ManifestFields, description="Field names, e.g. `{doc_id: id, "
+                                   "version: etag, modified_at: updated}`.")
+    acl_separator: str = Field(",", min_length=1, description="Where a string ACL is split.")
+    tenant: str = Field("default", description="Tenant of a record without one.")
+    id_prefix: str = Field("", description="Put before each document id.")
+    allowed_hosts: list[str] = Field(default_factory=list, description="Hosts `url` (and any redirect) may name; "
+                                     "a redirect elsewhere fails the sync.")
+    auth_header: SecretRef | None = Field(
+        None, description="Reference (`env:VARIABLE` or `file:/path`) to the `Authorization` header value sent with "
+        "`url`, e.g. `Bearer …`; read at each sync, never logged.")
+    timeout_seconds: PositiveFloat = Field(30.0, description="Time the whole download may take (connecting, "
+                                           "waiting and reading).")
+    max_bytes: PositiveInt = Field(64 * 1024 * 1024, description="Largest manifest read; a larger one fails the "
+                                   "sync.")
+    max_redirects: int = Field(3, ge=0, le=10, description="Redirects followed, each to an allowed host.")
+
+    @model_validator(mode="after")
+    def _one_place(self) -> ManifestSourceConfig:
+        if (self.path is None) == (self.url is None):
+            raise ValueError("set path or url, one of them")
+        if self.url is not None:
+            check_manifest_url(self.url, self.allowed_hosts)
+        return self
+
+    @field_validator("allowed_hosts")
+    @classmethod
+    def _host_names(cls, hosts: list[str]) -> list[str]:
+        for host in hosts:
+            if not _HOST.fullmatch(host) and host != "::1":
+                raise ValueError(f"{host!r} is not a host name or address (no scheme, port or path)")
+        return [host.lower() for host in hosts]
+
+
+def check_manifest_url(url: str, allowed_hosts: list[str]) -> str:
+    """``url`` when a manifest may be fetched from it (also each redirect): https, or http on a
+    loopback host; a host in ``allowed_hosts``; no credentials in it. Raises ValueError naming what
+    is wrong, never quoting a credential."""
+    parts = urlsplit(url)
+    if parts.scheme not in ("http", "https"):
+        raise ValueError("url: must be an http:// or https:// URL")
+    if parts.username is not None or parts.password is not None:
+        raise ValueError("url: holds credentials; give them by reference in auth_header")
+    host = (parts.hostname or "").lower()
+    if not host:
+        raise ValueError("url: names no host")
+    if parts.scheme == "http" and host not in _LOOPBACK_HOSTS:
+        raise ValueError(f"url: plain http to {host}; only https, or http on a loopback address")
+    if host not in allowed_hosts:
+        raise ValueError(f"url: the host {host} is not in allowed_hosts")
+    return url
+
+
+CatalogSourceConfig = Annotated[FolderSourceConfig | ManifestSourceConfig, Field(discriminator="kind")]
+
+#: every kind's model, for the generated reference (docs/configuration.md)
+SOURCE_MODELS: tuple[type[SourceEntry], ...] = (FolderSourceConfig, ManifestSourceConfig)
