@@ -71,7 +71,7 @@ def _body(response: httpx.Response, max_bytes: int, deadline: float, url: str, t
     if response.headers.get("content-encoding", "identity").lower() not in ("identity", ""):
         raise SourceError("bad_format", f"{mask_url(url)}: a compressed answer, though identity was asked for")
     chunks, size = [], 0
-    for chunk in response.iter_raw():
+    for chunk in response.iter_bytes():  # identity: as sent
         size += len(chunk)
         if size > max_bytes:
             raise SourceError("too_large", f"{mask_url(url)}: more than {max_bytes} bytes")

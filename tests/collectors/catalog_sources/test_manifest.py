@@ -3,6 +3,7 @@ server on 127.0.0.1 (allowed hosts, redirects, time and byte limits, the credent
 
 from __future__ import annotations
 
+import contextlib
 import json
 import threading
 import time
@@ -113,6 +114,10 @@ class _Handler(BaseHTTPRequestHandler):
         pass
 
     def do_GET(self) -> None:  # noqa: N802 (http.server's name)
+        with contextlib.suppress(BrokenPipeError, ConnectionResetError):  # the client gave up on purpose
+            self._answer()
+
+    def _answer(self) -> None:
         _Handler.seen.append((self.path, self.headers.get("Authorization")))
         port = self.server.server_address[1]
         if self.path == "/manifest.jsonl":
