@@ -163,9 +163,10 @@ def _print_check(report: CheckReport, documents: int) -> None:
     console.print(table)
     for check in report.indexes:
         for example in check.unmatched:
-            hint = f" ({example['hint']})" if example["hint"] else ""
+            hint = f"; {example['hint']}" if example["hint"] else ""
+            n = example["passages"]
             console.print(shown(f"{check.index}: not in the catalog: {example['doc_id']} "
-                                f"({example['passages']} passages){hint}"))
+                                f"({n} passage{'' if n == 1 else 's'}{hint})"))
         for example in check.version_examples:
             console.print(shown(f"{check.index}: {example['doc_id']}: served version {example['served']} is unknown "
                                 f"to the catalog (current {example['catalog']})"))

@@ -244,3 +244,18 @@ def test_a_catalog_loaded_later_is_brought_level_by_the_next_sync(tmp_path):
     assert report.changes == {"document": 1} and serving.catalog.document("a.md") is not None
     assert build_catalog_sync(serving).sync("docs").changes == {}
     serving.close()
+
+
+def test_a_manifest_answering_404_or_empty_is_not_read_as_every_document_deleted(tmp_path):
+    import httpx
+
+    body = b"".join(b'{"doc_id": "%s", "version": "1", "modified_at": 1777000000}\n' % name for name in (b"a", b"b"))
+    answers = iter([httpx.Response(200, content=body), httpx.Response(404), httpx.Response(200, content=b"")])
+    runtime = runtime_for(tmp_path, [{"name": "wiki", "kind": "manifest", "url": "https://wiki.example/m.jsonl",
+                                      "allowed_hosts": ["wiki.example"]}])
+    syncing = build_catalog_sync(runtime, http_transport=httpx.MockTransport(lambda request: next(answers)))
+    assert syncing.sync("wiki").changes == {"document": 2}
+    assert syncing.sync("wiki").outcome == "failed"
+    assert syncing.sync("wiki").outcome == "held"
+    assert not any(d.deleted for d in stored(runtime).documents.values())
+    runtime.close()
