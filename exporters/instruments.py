@@ -159,6 +159,7 @@ class Metrics:
         self.source_refused = made["ragmon_catalog_source_refused_total"]
         self.source_items = made["ragmon_catalog_source_items"]
         self.source_last_success = made["ragmon_catalog_source_last_success_timestamp_seconds"]
+        self.served_dropped = made["ragmon_served_documents_dropped_total"]
         self.job_runs = made["ragmon_job_runs_total"]
         self.job_last_success = made["ragmon_job_last_success_timestamp_seconds"]
         self.retention_deleted = made["ragmon_retention_deleted_total"]

@@ -115,6 +115,9 @@ METRICS: tuple[MetricSpec, ...] = (
                "counted)."),
     MetricSpec("ragmon_catalog_source_last_success_timestamp_seconds", "gauge", ("source",),
                "When a source was last synced whole (outcome ok)."),
+    MetricSpec("ragmon_served_documents_dropped_total", "counter", (),
+               "Served (index, tenant, document, version) keys left out of the digest `ragmon catalog check` reads: "
+               "beyond the keys gathered between two writes, or an id longer than its column."),
     MetricSpec("ragmon_alert_notifications_total", "counter", ("notifier", "outcome"),
                "Pushed alerts sent (outcome sent) or not taken and kept for a retry (failed), per notifier."),
     MetricSpec("ragmon_last_event_timestamp_seconds", "gauge", ("source", "type"),

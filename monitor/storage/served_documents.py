@@ -4,10 +4,11 @@ against what the catalog knows, from any process, without keeping a trace.
 
 It holds ids and counts only (no query, caller or text), as the catalog does, and is bounded: rows
 not served for ``catalog.served_days`` are deleted, and beyond ``catalog.served_max_rows`` the least
-recently served go first. Counts are gathered in memory and written every :data:`WRITE_SECONDS`
-(one upsert per key, adding to what other replicas wrote); a write that fails is tried again with
-the next. Keys beyond :data:`MAX_PENDING` between two writes, and ids longer than a column holds,
-are counted as dropped.
+recently served go first. Counts are gathered in memory and written every :data:`WRITE_SECONDS` by a
+thread of the digest's own, never on the pipeline's (one upsert per key, adding to what other
+replicas wrote); a write that fails is tried again with the next. Keys beyond :data:`MAX_PENDING`
+between two writes, and ids longer than a column holds, are counted as dropped
+(``ragmon_served_documents_dropped_total``).
 """
 
 from __future__ import annotations
@@ -63,21 +64,34 @@ class Served:
 
 
 class ServedDocuments:
-    """Sink (not durable: a digest, written after the batch) and reader of the digest."""
+    """Sink (not durable: a digest) and reader of the digest. :meth:`start` starts the writer thread
+    (without it, counts are written at :meth:`shutdown` or by :meth:`write`); ``on_dropped`` is
+    told of each key left out."""
 
     name = "served_documents"
     durable = False
 
-    def __init__(self, engine: Engine, clock: Callable[[], float], keep_days: float, max_rows: int) -> None:
+    def __init__(self, engine: Engine, clock: Callable[[], float], keep_days: float, max_rows: int,
+                 on_dropped: Callable[[], None] = lambda: None) -> None:
         self._engine = engine
         self._clock = clock
         self._keep_seconds = keep_days * 86400.0
         self._max_rows = max_rows
         self._pending: dict[Key, list[float]] = {}  # key -> [passages, last seen]
         self._lock = threading.Lock()
-        self._written_at = clock()
         self._pruned_at = 0.0
-        self.dropped = 0
+        self._on_dropped = on_dropped
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def start(self) -> ServedDocuments:
+        self._thread = threading.Thread(target=self._run, name="served-documents", daemon=True)
+        self._thread.start()
+        return self
+
+    def _run(self) -> None:
+        while not self._stop.wait(WRITE_SECONDS):
+            self.write(self._clock())
 
     def consume(self, observation: Observation) -> None:
         event = observation.event
@@ -96,31 +110,30 @@ class ServedDocuments:
             for (doc_id, version, id_only), ids in seen.items():
                 key = (event.index.name, event.tenant, doc_id, version, id_only)
                 if max(len(event.index.name), len(event.tenant), len(doc_id), len(version)) > MAX_ID:
-                    self.dropped += 1
+                    self._on_dropped()
                     continue
                 counted = self._pending.get(key)
                 if counted is None:
                     if len(self._pending) >= MAX_PENDING:
-                        self.dropped += 1
+                        self._on_dropped()
                         continue
                     counted = self._pending[key] = [0, when]
                 counted[0] += len(ids)
                 counted[1] = max(counted[1], when)
 
     def flush(self, timeout: float) -> bool:
-        now = self._clock()
-        if now - self._written_at >= WRITE_SECONDS:
-            self.write(now)
-        return True
+        return True  # the writer thread writes: no database work on the pipeline's thread
 
     def shutdown(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(30)
         self.write(self._clock())
 
     def write(self, now: float) -> None:
         """Add the gathered counts to the table (and prune it now and then); a failure keeps them."""
         with self._lock:
             pending, self._pending = self._pending, {}
-        self._written_at = now
         try:
             with self._engine.begin() as connection:
                 if pending:
@@ -146,7 +159,7 @@ class ServedDocuments:
                         mine[0] += counted[0]
                         mine[1] = max(mine[1], counted[1])
                     else:
-                        self.dropped += 1
+                        self._on_dropped()
 
     def _prune(self, connection, now: float) -> None:
         connection.execute(delete(_TABLE).where(_TABLE.c.last_seen < now - self._keep_seconds))

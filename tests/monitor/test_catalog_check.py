@@ -135,3 +135,27 @@ def test_the_digest_keeps_its_bounds(tmp_path):
     with engine.connect() as connection:
         left = {row[0] for row in connection.execute(text("select doc_id from served_document"))}
     assert left == {"d1", "d2", "d3"}  # "old" beyond a day, d0 the least recently served beyond 3 rows
+
+
+def test_the_digest_is_written_off_the_pipeline_thread_and_counts_what_it_leaves_out(tmp_path, monkeypatch):
+    from ragmon.monitor.core.model import IndexRef, Passage, Retrieval, TraceEvent
+    from ragmon.monitor.core.pipeline import Observation
+    from ragmon.monitor.storage import served_documents
+    from ragmon.monitor.storage.store import upgrade
+
+    monkeypatch.setattr(served_documents, "WRITE_SECONDS", 0.05)
+    monkeypatch.setattr(served_documents, "MAX_PENDING", 2)
+    engine = make_engine(f"sqlite:///{tmp_path / 'ragmon.db'}")
+    upgrade(engine)
+    dropped = []
+    digest = ServedDocuments(engine, time.time, 7, 100, on_dropped=lambda: dropped.append(1)).start()
+    event = TraceEvent(trace_id="t", time=time.time(), query="", index=IndexRef("i"), retrievals=[
+        Retrieval("v", [Passage(id=f"c{n}", doc_id=f"d{n}") for n in range(3)] + [Passage(id="x", doc_id="y" * 300)])])
+    digest.consume(Observation(event, "http", time.time()))
+    assert digest.flush(1.0)
+    deadline = time.monotonic() + 10
+    while not digest.read():
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+    assert {r.doc_id for r in digest.read()} == {"d0", "d1"} and len(dropped) == 2  # d2 beyond 2 keys; y*300
+    digest.shutdown()
