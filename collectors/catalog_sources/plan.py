@@ -2,9 +2,11 @@
 one to the other: pure, so that every rule of a sync is tested without a source or a database.
 
 - A document (index entry) new or different since the last snapshot is sent; so is one the catalog at
-  hand does not hold as the snapshot says, unless the catalog knows a later change of it (from another
-  feed): a process that did not take part in the last sync (a ``serve`` while ``ragmon catalog sync``
-  ran in another) is brought level, and nothing is sent twice to one that did.
+  hand (when one is given) does not hold as the snapshot says, unless the catalog knows a later change
+  of it (from another feed): a process that did not take part in the last sync (a ``serve`` while
+  ``ragmon catalog sync`` ran in another) is brought level, and nothing is sent twice to one that did.
+  Events that go to the Kafka catalog topic need no such catch-up (every replica reads the topic), and
+  the process sending them may hold no current catalog: they are planned without one.
 - A document gone from the source becomes a tombstone (``deleted: true``, its last version, the time
   of the sync); an index entry gone becomes a removal (``chunks: 0``). Tombstones and removals stay in
   the snapshot for :data:`KEEP_GONE_SECONDS`, so a later sync neither sends them again nor forgets them.
@@ -61,22 +63,23 @@ class SyncPlan:
 
 
 def plan_sync(previous_documents: Mapping[str, DocumentEvent], previous_entries: Mapping[IndexKey, IndexEvent],
-              snapshot: Snapshot, catalog: Catalog, now: float, *, max_deletion_share: float,
+              snapshot: Snapshot, catalog: Catalog | None, now: float, *, max_deletion_share: float,
               accept_deletions: bool = False) -> SyncPlan:
-    """The events that take the catalog from ``previous_*`` (the last snapshot applied) to ``snapshot``."""
+    """The events that take the catalog from ``previous_*`` (the last snapshot applied) to ``snapshot``;
+    ``catalog``: the one to bring level as well (None: the snapshot alone decides)."""
     plan = SyncPlan()
     if snapshot.documents is not None:
         plan.documents = _documents(previous_documents, snapshot, now, plan)
         for doc_id, event in plan.documents.items():
             before = previous_documents.get(doc_id)
-            if _differs(before, event) or _document_disagrees(catalog, event):
+            if _differs(before, event) or (catalog is not None and _document_disagrees(catalog, event)):
                 plan.events.append(event)
                 plan.changes["tombstone" if event.deleted else "document"] += 1
     if snapshot.index_entries is not None:
         plan.index_entries = _entries(previous_entries, snapshot, now, plan)
         for key, entry in plan.index_entries.items():
             before = previous_entries.get(key)
-            if _differs(before, entry) or _entry_disagrees(catalog, entry):
+            if _differs(before, entry) or (catalog is not None and _entry_disagrees(catalog, entry)):
                 plan.events.append(entry)
                 plan.changes["removal" if entry.chunks == 0 else "index"] += 1
     if plan.deletion_share > max_deletion_share and not accept_deletions:

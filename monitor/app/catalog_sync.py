@@ -53,13 +53,19 @@ _encode = msgspec.json.Encoder().encode
 class CatalogApply(Protocol):
     """Applies a sync's events as catalog events. Returns, per event in order, None when it was taken,
     else the catalog's reason for refusing it (a ``Reason`` value); raises :class:`Retryable` when
-    nothing could be applied (the sync then fails and changes nothing)."""
+    nothing could be applied (the sync then fails and changes nothing). ``levels_local_catalog``:
+    the events reach this process's catalog, which a sync then also brings level (see
+    ``collectors/catalog_sources/plan.py``)."""
+
+    levels_local_catalog: bool
 
     def apply(self, source: str, events: Sequence[CatalogEvent]) -> list[str | None]: ...
 
 
 class PipelineApply:
     """Through this process's pipeline (:meth:`Pipeline.process`)."""
+
+    levels_local_catalog = True
 
     def __init__(self, process: Processor) -> None:
         self._process = process
@@ -79,6 +85,8 @@ class PipelineApply:
 class TopicApply:
     """To the Kafka catalog topic through ``send(value, key)`` and ``flush(timeout)`` (an emitter
     ``KafkaTransport``); each event is checked by ``decoder`` first, and one it rejects is not sent."""
+
+    levels_local_catalog = False  # every replica's catalog reader applies what the topic holds
 
     def __init__(self, send: Callable[[bytes, str], None], flush: Callable[[float], None], decoder: Decoder,
                  timeout: float = 30.0) -> None:
@@ -176,7 +184,8 @@ class CatalogSync:
             before = self._store.load(name)
         except Retryable as error:
             return SyncReport(name, "failed", error=str(error), dry_run=dry_run)
-        plan = plan_sync(*before, snapshot, self._catalog, self._clock(),
+        catalog = self._catalog if self._apply.levels_local_catalog else None
+        plan = plan_sync(*before, snapshot, catalog, self._clock(),
                          max_deletion_share=entry.config.max_deletion_share, accept_deletions=accept_deletions)
         report = SyncReport(name, "held" if plan.held else "ok", refused=Counter(snapshot.refused),
                             changes=Counter(plan.changes), deletions=plan.deletions,

@@ -146,3 +146,10 @@ def test_an_index_entry_gone_becomes_a_removal():
                        catalog, NOW + 5, max_deletion_share=0.5)
     [removal] = second.events
     assert (removal.doc_id, removal.chunks, removal.version, removal.indexed_at) == ("b", 0, "v1", NOW + 5)
+
+
+def test_without_a_catalog_the_snapshot_alone_decides():
+    """Events for the Kafka catalog topic: the sending process's catalog may lag; every replica reads the topic."""
+    first = sync({}, snapshot(doc("a")), None)
+    assert first.changes == {"document": 1}
+    assert sync(first.documents, snapshot(doc("a")), None).events == []
