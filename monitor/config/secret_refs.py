@@ -20,7 +20,8 @@ def _well_formed(ref: str) -> str:
         return ref
     if kind == "file" and where.startswith("/"):
         return ref
-    raise ValueError(f"{ref!r} is not a reference to a secret: write env:VARIABLE_NAME or file:/absolute/path "
+    # the value is not quoted: what was given in place of a reference is often the secret itself
+    raise ValueError("is not a reference to a secret: write env:VARIABLE_NAME or file:/absolute/path "
                      "(the secret itself does not go in the config file)")
 
 
