@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import logging
 import threading
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -97,17 +98,17 @@ class ServedDocuments:
         event = observation.event
         if not isinstance(event, TraceEvent):
             return
-        seen: dict[tuple[str, str, bool], set[str]] = {}
-        lists = [r.passages for r in event.retrievals]
+        passages = {}  # distinct passage ids of the trace, whichever lists hold them
+        for retrieval in event.retrievals:
+            for passage in retrieval.passages:
+                passages[passage.id] = passage
         if event.context is not None:
-            lists.append(event.context)
-        for passages in lists:
-            for passage in passages:
-                key = (passage.doc_id or passage.id, passage.doc_version or "", passage.doc_id is None)
-                seen.setdefault(key, set()).add(passage.id)
+            for passage in event.context:
+                passages[passage.id] = passage
+        served = Counter((p.doc_id or p.id, p.doc_version or "", p.doc_id is None) for p in passages.values())
         when = observation.received_at
         with self._lock:
-            for (doc_id, version, id_only), ids in seen.items():
+            for (doc_id, version, id_only), n in served.items():
                 key = (event.index.name, event.tenant, doc_id, version, id_only)
                 if max(len(event.index.name), len(event.tenant), len(doc_id), len(version)) > MAX_ID:
                     self._on_dropped()
@@ -118,7 +119,7 @@ class ServedDocuments:
                         self._on_dropped()
                         continue
                     counted = self._pending[key] = [0, when]
-                counted[0] += len(ids)
+                counted[0] += n
                 counted[1] = max(counted[1], when)
 
     def flush(self, timeout: float) -> bool:
