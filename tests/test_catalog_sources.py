@@ -12,6 +12,7 @@ import sys
 import time
 
 import httpx
+import pytest
 
 from tests.collectors.catalog_sources.gitrepo import GitRepo, front_matter
 from tests.ragmon_process import RagmonServer, scraped
@@ -71,6 +72,7 @@ def context_count(server: RagmonServer, name: str) -> float:
     return scraped(server.url, name, index="policies", stage="context")
 
 
+@pytest.mark.slow
 def test_a_git_folder_as_the_catalog_finds_the_stale_passages_and_the_leak(tmp_path):
     repo = GitRepo(tmp_path / "corpus")
     for doc_id, (acl, _) in CORPUS.items():

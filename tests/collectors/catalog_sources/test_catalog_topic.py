@@ -6,12 +6,15 @@ from __future__ import annotations
 import json
 
 import msgspec
+import pytest
 from prometheus_client import CollectorRegistry
 
 from ragmon.monitor.app.wiring import build_catalog_sync, build_runtime
 from ragmon.monitor.config.settings import load_settings
 from ragmon.monitor.core.model import DocumentEvent
 from tests.collectors.kafka_support import new_topic, read_all
+
+pytestmark = pytest.mark.integration
 
 
 def test_a_sync_goes_to_the_catalog_topic_keyed_by_document(kafka, tmp_path):
