@@ -211,8 +211,10 @@ class FolderSource:
 
 def _open_beneath(root_fd: int, rel: str) -> int:
     """``rel`` opened for reading under the folder ``root_fd``, one component at a time, none of
-    them followed if it is a link (ELOOP): what is opened is beneath the root."""
+    them followed if it is a link (ELOOP), none of them ``..``: what is opened is beneath the root."""
     parts = rel.split("/")
+    if any(part in ("", ".", "..") for part in parts):  # the walk never makes one; nothing else may
+        raise OSError(errno.EINVAL, "not a plain relative path", rel)
     fd = root_fd
     try:
         for part in parts[:-1]:

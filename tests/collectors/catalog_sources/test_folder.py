@@ -139,6 +139,20 @@ def test_a_folder_swapped_for_a_link_after_the_walk_is_not_followed(tmp_path):
         os.close(root_fd)
 
 
+def test_a_path_climbing_out_is_never_opened(tmp_path):
+    (tmp_path / "outside.md").write_text("secret")
+    root = tmp_path / "docs"
+    (root / "d").mkdir(parents=True)
+    root_fd = os.open(root, _DIR_FLAGS)
+    try:
+        for rel in ("../outside.md", "d/../../outside.md", "/etc/passwd", "d//x", "./d"):
+            with pytest.raises(OSError) as raised:
+                _open_beneath(root_fd, rel)
+            assert raised.value.errno == errno.EINVAL, rel
+    finally:
+        os.close(root_fd)
+
+
 def test_files_beyond_the_size_and_the_count_are_refused_and_keep_their_state(tmp_path):
     root = tmp_path / "docs"
     root.mkdir()
