@@ -259,3 +259,37 @@ def test_a_manifest_answering_404_or_empty_is_not_read_as_every_document_deleted
     assert syncing.sync("wiki").outcome == "held"
     assert not any(d.deleted for d in stored(runtime).documents.values())
     runtime.close()
+
+
+@pytest.mark.integration
+def test_sync_and_digest_on_postgresql(postgres, tmp_path):
+    import uuid
+
+    from ragmon.monitor.core.records import Privilege, RawRecord
+    from ragmon.monitor.storage.served_documents import ServedDocuments
+    from ragmon.monitor.storage.store import make_engine, upgrade
+
+    url = postgres.create_database(f"sources_{uuid.uuid4().hex[:8]}")
+    upgrade(make_engine(url))
+    root = folder(tmp_path, a="A", b="B", c="C")
+    runtime = runtime_for(tmp_path, [{"name": "docs", "kind": "folder", "root": str(root)}],
+                          RAGMON_DATABASE__URL=url, RAGMON_REDACTION__CALLER_KEY="k" * 32)
+    syncing = build_catalog_sync(runtime)
+    assert syncing.sync("docs").changes == {"document": 3}
+    (root / "c.md").unlink()
+    (root / "b.md").write_text("B2")
+    assert dict(syncing.sync("docs").changes) == {"document": 1, "tombstone": 1}
+    assert syncing.sync("docs").changes == {}
+    assert SourceStateStore(runtime.engine).load("docs")[0]["c.md"].deleted
+    trace = {"type": "trace", "trace_id": "t1", "time": 1_780_000_000, "tenant": "acme", "query": "q",
+             "index": {"name": "i"}, "retrievals": [{"retriever": "v", "passages": [
+                 {"id": "a#1", "doc_id": "./a.md", "doc_version": "1"}, {"id": "a#2", "doc_id": "a.md"}]}]}
+    for _ in range(2):  # two writes of the same key add up
+        trace["trace_id"] += "x"
+        runtime.pipeline.process([RawRecord("http", json.dumps(trace).encode(), privilege=Privilege.INGEST)])
+    runtime.close()
+    rows = ServedDocuments(make_engine(url), lambda: 0.0, 7, 100).read()
+    assert sorted((r.doc_id, r.version or "", r.passages) for r in rows) == [("a.md", "", 2), ("a.md", "1", 2)]
+    catalog = Catalog()
+    load_catalog(make_engine(url), catalog)
+    assert catalog.document("c.md").deleted and catalog.document("b.md").version != catalog.document("a.md").version
