@@ -74,19 +74,26 @@ def plan_sync(previous_documents: Mapping[str, DocumentEvent], previous_entries:
             before = previous_documents.get(doc_id)
             if _differs(before, event) or (catalog is not None and _document_disagrees(catalog, event)):
                 plan.events.append(event)
-                plan.changes["tombstone" if event.deleted else "document"] += 1
+                plan.changes[change_kind(event)] += 1
     if snapshot.index_entries is not None:
         plan.index_entries = _entries(previous_entries, snapshot, now, plan)
         for key, entry in plan.index_entries.items():
             before = previous_entries.get(key)
             if _differs(before, entry) or (catalog is not None and _entry_disagrees(catalog, entry)):
                 plan.events.append(entry)
-                plan.changes["removal" if entry.chunks == 0 else "index"] += 1
+                plan.changes[change_kind(entry)] += 1
     if plan.deletion_share > max_deletion_share and not accept_deletions:
         plan.held = True
         plan.events = []
         plan.changes = Counter()
     return plan
+
+
+def change_kind(event: DocumentEvent | IndexEvent) -> str:
+    """What an event of a sync is (the ``kind`` label of ``ragmon_catalog_source_changes_total``)."""
+    if isinstance(event, DocumentEvent):
+        return "tombstone" if event.deleted else "document"
+    return "removal" if event.chunks == 0 else "index"
 
 
 def _documents(previous: Mapping[str, DocumentEvent], snapshot: Snapshot, now: float,

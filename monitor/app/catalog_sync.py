@@ -30,7 +30,7 @@ from typing import Literal, Protocol
 import msgspec
 
 from ragmon.collectors.catalog_sources.base import CatalogSource, SourceError
-from ragmon.collectors.catalog_sources.plan import plan_sync
+from ragmon.collectors.catalog_sources.plan import change_kind, plan_sync
 from ragmon.exporters.instruments import Metrics
 from ragmon.monitor.config.catalog_sources import SourceEntry
 from ragmon.monitor.core.catalog import Catalog
@@ -204,9 +204,7 @@ class CatalogSync:
             for event, reason in zip(plan.events, refused, strict=True):
                 if reason is not None:
                     report.refused[reason] += 1
-                    report.changes["tombstone" if isinstance(event, DocumentEvent) and event.deleted else
-                                   "document" if isinstance(event, DocumentEvent) else
-                                   "removal" if event.chunks == 0 else "index"] -= 1
+                    report.changes[change_kind(event)] -= 1
                     plan.keep_last(event, *before)
             self._store.replace(name, before, (plan.documents, plan.index_entries))
         except Retryable as error:
