@@ -20,8 +20,8 @@ from rich.table import Table
 from ragmon.collectors.files import JsonlSource, SourceStopped
 from ragmon.monitor.app import logs
 from ragmon.monitor.app.cli_backup import backup, restore
-from ragmon.monitor.app.cli_db import db
 from ragmon.monitor.app.cli_catalog import catalog
+from ragmon.monitor.app.cli_db import db
 from ragmon.monitor.app.cli_dead_letters import dead_letters
 from ragmon.monitor.app.cli_erase import erase_command
 from ragmon.monitor.app.cli_eval import eval_command
