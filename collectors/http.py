@@ -8,9 +8,10 @@ the pipeline refuses (a store is down) or too many requests are pending, it answ
 ``Retry-After``, and the client keeps the data.
 
 Who may send: with ``http.token`` set, every ingest path wants ``Authorization: Bearer <token>``
-(``/metrics`` wants ``http.metrics_token`` when that is set); a process refuses to serve a
-non-loopback address without a token (``http_access.check_exposure``). Bodies are bounded as
-``http_body`` describes. A request carrying an ``Origin``
+(``/metrics`` wants ``http.metrics_token`` when that is set); each token may have a next value
+while it is rotated, and the set in force can be swapped while serving (``http_credentials``); a
+process refuses to serve a non-loopback address without a token (``http_access.check_exposure``).
+Bodies are bounded as ``http_body`` describes. A request carrying an ``Origin``
 header (a browser, possibly on another site's behalf) is refused unless ``http.allowed_origins``
 lists that origin, and ``/v1/events`` takes only JSON and NDJSON content types, so a cross-site
 form post cannot reach the pipeline.
@@ -38,7 +39,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import Route
 
-from ragmon.collectors.http_access import ReadAccess, bearer_matches
+from ragmon.collectors.http_access import ReadAccess, Tokens, bearer_matches
 from ragmon.collectors.http_body import (
     EVENT_MEDIA_TYPES,
     BodyError,
@@ -48,6 +49,7 @@ from ragmon.collectors.http_body import (
     retry_after,
     split_events,
 )
+from ragmon.collectors.http_credentials import Credentials, CredentialSwitch
 from ragmon.collectors.http_guard import SECURITY_HEADERS, BrowserGuard, HostAllowlist
 from ragmon.collectors.http_metrics import Observe, RequestMetrics
 from ragmon.collectors.http_ports import PortSplit
@@ -99,10 +101,10 @@ def build_app(
     registry: CollectorRegistry,
     ready: Callable[[], bool],
     *,
-    token: str | None = None,
-    catalog_token: str | None = None,
+    token: Tokens | str | None = None,
+    catalog_token: Tokens | str | None = None,
     guard_catalog: bool = False,
-    metrics_token: str | None = None,
+    metrics_token: Tokens | str | None = None,
     allowed_origins: Sequence[str] = (),
     max_body_bytes: int = 16 * 1024 * 1024,
     max_records: int = 10_000,
@@ -119,6 +121,7 @@ def build_app(
     reads: ReadAccess | None = None,
     hosts: HostAllowlist | None = None,
     read_port: int | None = None,
+    credentials: CredentialSwitch | None = None,
 ) -> Starlette:
     """The ASGI app. ``ready`` answers /readyz; ``on_startup`` runs before the first request,
     ``on_shutdown`` after the last one. Without ``ingest`` (the scheduler process) only /metrics
@@ -127,6 +130,10 @@ def build_app(
     and ``GET /api/v1/traces/{trace_id}`` (JSON), the status page ``GET /`` and a page per trace
     ``GET /traces/{trace_id}`` (HTML), as ``reads`` allows (default: open to all). ``hosts``: the
     ``Host`` allowlist (None: no check); ``read_port``: the port the read side is served on alone.
+
+    ``credentials``, when given, holds the tokens and ``reads`` in place of ``token``,
+    ``catalog_token``, ``metrics_token`` and ``reads``, so that they can be swapped while serving;
+    every request is checked against the set in force when it arrived.
 
     Catalog writes (document and index events) are a privilege: with ``catalog_token`` set, only
     a request carrying it may make them (it is accepted as the ingest token too); without one,
@@ -141,15 +148,19 @@ def build_app(
     budget = ByteBudget(max_inflight_bytes)
     splitting = CapacityLimiter(1)
     origins = frozenset(allowed_origins)
+    switch = credentials if credentials is not None else CredentialSwitch(Credentials(
+        Tokens.of(token), Tokens.of(catalog_token), Tokens.of(metrics_token),
+        reads if reads is not None else ReadAccess()))
 
-    def may_write_catalog(request: Request) -> bool:
-        if catalog_token is not None:
-            return bearer_matches(request, catalog_token)
+    def may_write_catalog(request: Request, held: Credentials) -> bool:
+        if held.catalog.required:
+            return held.catalog.carried_by(request)
         return not guard_catalog
 
-    def refused(request: Request, expected: str | None) -> Response | None:
+    def refused(request: Request, held: Credentials) -> Response | None:
         """The answer refusing an ingest request, or None when it may go on."""
-        if not bearer_matches(request, expected) and not (catalog_token and bearer_matches(request, catalog_token)):
+        catalog = held.catalog.required and held.catalog.carried_by(request)
+        if not bearer_matches(request, held.ingest) and not catalog:
             return JSONResponse({"error": "missing or wrong bearer token"}, status_code=401,
                                 headers={"WWW-Authenticate": "Bearer"})
         origin = request.headers.get("origin")
@@ -159,7 +170,8 @@ def build_app(
         return None
 
     async def events(request: Request) -> Response:
-        if (answer := refused(request, token)) is not None:
+        held = switch.current
+        if (answer := refused(request, held)) is not None:
             return answer
         media = request.headers.get("content-type", "").split(";")[0].strip().lower()
         if media not in EVENT_MEDIA_TYPES:
@@ -175,15 +187,15 @@ def build_app(
                 return JSONResponse({"error": "too many pending requests"}, status_code=503,
                                     headers={"Retry-After": "1"})
             try:
-                return await ingest_events(request, media, body)
+                return await ingest_events(request, media, body, may_write_catalog(request, held))
             finally:
                 pending.leave()
         finally:
             lease.release()
 
-    async def ingest_events(request: Request, media: str, body: bytes) -> Response:
+    async def ingest_events(request: Request, media: str, body: bytes, catalog: bool) -> Response:
         origin = {"client": request.client.host if request.client else None}
-        privilege = Privilege.CATALOG if may_write_catalog(request) else Privilege.INGEST
+        privilege = Privilege.CATALOG if catalog else Privilege.INGEST
         try:
             # on a worker thread, one body at a time: a large array is decoded whole before it is counted
             items = await to_thread.run_sync(split_events, body, media, max_records, limiter=splitting)
@@ -213,7 +225,7 @@ def build_app(
         return JSONResponse(answer)
 
     async def traces(request: Request) -> Response:
-        if (answer := refused(request, token)) is not None:
+        if (answer := refused(request, switch.current)) is not None:
             return answer
         lease = budget.lease()
         try:
@@ -238,7 +250,7 @@ def build_app(
     probes = CapacityLimiter(4)
 
     async def metrics(request: Request) -> Response:
-        if not bearer_matches(request, metrics_token):
+        if not bearer_matches(request, switch.current.metrics):
             return PlainTextResponse("missing or wrong bearer token", status_code=401,
                                      headers={"WWW-Authenticate": "Bearer"})
         if "application/openmetrics-text" in request.headers.get("accept", ""):
@@ -274,7 +286,7 @@ def build_app(
         Route("/readyz", readyz, methods=["GET"]),
     ]
     if read_api is not None:
-        routes += read_routes(read_api, reads if reads is not None else ReadAccess(), probes)
+        routes += read_routes(read_api, lambda: switch.current.reads, probes)
     # outermost first: every answer counted (a refused Host too), then guarded, then kept to its port
     middleware = [] if observe_request is None else [
         Middleware(RequestMetrics, observe=observe_request, routes=[route.path for route in routes])]

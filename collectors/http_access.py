@@ -1,11 +1,11 @@
 """Who may use the HTTP port: the rule that keeps a non-loopback port from being open to anyone,
-bearer tokens, and who may read."""
+bearer tokens (each a current value and, while one is rotated, the next), and who may read."""
 
 from __future__ import annotations
 
 import hmac
 import ipaddress
-from collections.abc import Collection, Mapping
+from collections.abc import Collection, Iterable, Mapping
 
 from starlette.requests import Request
 
@@ -39,12 +39,39 @@ def check_exposure(host: str, token: str | None, allow_unauthenticated: bool) ->
     return True
 
 
-def bearer_matches(request: Request, expected: str | None) -> bool:
-    """Whether the request carries ``Authorization: Bearer <expected>`` (always, when nothing is expected)."""
-    if expected is None:
-        return True
-    given = request.headers.get("authorization", "")
-    return hmac.compare_digest(given.encode(), f"Bearer {expected}".encode())
+class Tokens:
+    """The bearer tokens one endpoint accepts: its current token and, while it is being rotated,
+    the next one (docs/deployment.md, "Rotating secrets"). None and empty values are left out;
+    with none left, nothing is required."""
+
+    def __init__(self, values: Iterable[str | None] = ()) -> None:
+        self._headers = tuple(dict.fromkeys(f"Bearer {value}".encode() for value in values if value))
+
+    @classmethod
+    def of(cls, tokens: Tokens | str | None) -> Tokens:
+        """``tokens`` as a :class:`Tokens` (one string: that token alone)."""
+        return tokens if isinstance(tokens, Tokens) else cls([tokens])
+
+    @property
+    def required(self) -> bool:
+        """Whether a request must carry one of the tokens."""
+        return bool(self._headers)
+
+    def carried_by(self, request: Request) -> bool:
+        """Whether the request carries one of the tokens. Every one is compared in constant time,
+        and all of them always: the time taken tells neither which one matched nor how much of it."""
+        given = request.headers.get("authorization", "").encode()
+        matched = False
+        for header in self._headers:
+            matched |= hmac.compare_digest(given, header)
+        return matched
+
+
+def bearer_matches(request: Request, expected: Tokens | str | None) -> bool:
+    """Whether the request carries ``Authorization: Bearer`` with one of the ``expected`` tokens
+    (always, when nothing is expected)."""
+    expected = Tokens.of(expected)
+    return not expected.required or expected.carried_by(request)
 
 
 class ReadRefused(Exception):
@@ -59,23 +86,24 @@ class ReadAccess:
     """Who may read (the status page, trace pages, the read API): the rule of docs/deployment.md,
     "The read side".
 
-    With a read credential configured (``token``, or ``tenant_tokens``: token -> the tenants it
-    reads), a read must carry one of them; no other token (the ingest token, the catalog token)
-    reads. Without any, reads are open when ``closed`` is None (a loopback bind, or a port opened
-    on purpose) and refused with ``closed`` as the reason otherwise."""
+    With a read credential configured (``token``: one or, while rotating, two tokens that read
+    every tenant; or ``tenant_tokens``: token -> the tenants it reads), a read must carry one of
+    them; no other token (the ingest token, the catalog token) reads. Without any, reads are open
+    when ``closed`` is None (a loopback bind, or a port opened on purpose) and refused with
+    ``closed`` as the reason otherwise."""
 
-    def __init__(self, token: str | None = None, tenant_tokens: Mapping[str, Collection[str]] | None = None,
-                 closed: str | None = None) -> None:
-        self._token = token
+    def __init__(self, token: Tokens | str | None = None,
+                 tenant_tokens: Mapping[str, Collection[str]] | None = None, closed: str | None = None) -> None:
+        self._token = Tokens.of(token)
         self._tenant_tokens = {secret.encode(): frozenset(tenants) for secret, tenants in (tenant_tokens or {}).items()}
         self._closed = closed
 
     @classmethod
-    def for_bind(cls, host: str, token: str | None, tenant_tokens: Mapping[str, Collection[str]],
+    def for_bind(cls, host: str, token: Tokens | str | None, tenant_tokens: Mapping[str, Collection[str]],
                  unauthenticated: bool) -> ReadAccess:
         """The rule of a port bound to ``host``; ``unauthenticated``: the port was opened to anyone on
         purpose (:func:`check_exposure`), reads included when no read credential is set."""
-        if token or tenant_tokens or is_loopback(host) or unauthenticated:
+        if Tokens.of(token).required or tenant_tokens or is_loopback(host) or unauthenticated:
             return cls(token, tenant_tokens)
         return cls(closed=f"reads are closed: http.host {host} is not a loopback address and no read token is "
                    "set; set http.read_token (RAGMON_HTTP__READ_TOKEN), or http.read_tokens for tenant-scoped "
@@ -89,7 +117,7 @@ class ReadAccess:
     @property
     def guarded(self) -> bool:
         """Whether a read needs a token."""
-        return self._token is not None or bool(self._tenant_tokens)
+        return self._token.required or bool(self._tenant_tokens)
 
     def reader(self, request: Request) -> frozenset[str] | None:
         """The tenants the request may read (None: every tenant); raises :class:`ReadRefused`."""
@@ -97,7 +125,7 @@ class ReadAccess:
             raise ReadRefused(403, self._closed)
         if not self.guarded:
             return None
-        if self._token is not None and bearer_matches(request, self._token):
+        if self._token.carried_by(request):
             return None
         given = request.headers.get("authorization", "").encode()
         scoped = None

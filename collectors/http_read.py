@@ -8,7 +8,7 @@ they need the global read token (403 naming it otherwise).
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping
+from collections.abc import Callable, Collection, Mapping
 from typing import Any, Protocol
 
 from anyio import CapacityLimiter, to_thread
@@ -45,8 +45,9 @@ def is_read_path(path: str) -> bool:
     return path == "/" or path.startswith(("/traces/", "/api/"))
 
 
-def read_routes(read_api: ReadApi, access: ReadAccess, limiter: CapacityLimiter) -> list[Route]:
-    """The routes of the read side, each answered on a worker thread of ``limiter``."""
+def read_routes(read_api: ReadApi, access: Callable[[], ReadAccess], limiter: CapacityLimiter) -> list[Route]:
+    """The routes of the read side, each answered on a worker thread of ``limiter``; ``access``
+    gives the read rule in force when a request arrives (it may be swapped while serving)."""
 
     def refused(error: ReadRefused) -> Response:
         return JSONResponse({"error": str(error)}, status_code=error.status,
@@ -54,7 +55,7 @@ def read_routes(read_api: ReadApi, access: ReadAccess, limiter: CapacityLimiter)
 
     async def findings(request: Request) -> Response:
         try:
-            tenants = access.reader(request)
+            tenants = access().reader(request)
         except ReadRefused as error:
             return refused(error)
         try:
@@ -65,7 +66,7 @@ def read_routes(read_api: ReadApi, access: ReadAccess, limiter: CapacityLimiter)
 
     async def trace(request: Request) -> Response:
         try:
-            tenants = access.reader(request)
+            tenants = access().reader(request)
         except ReadRefused as error:
             return refused(error)
         try:
@@ -79,7 +80,7 @@ def read_routes(read_api: ReadApi, access: ReadAccess, limiter: CapacityLimiter)
     def refused_page(request: Request) -> Response | None:
         """The answer refusing a page, or None when the request may read it."""
         try:
-            tenants = access.reader(request)
+            tenants = access().reader(request)
         except ReadRefused as error:
             return refused(error)
         return None if tenants is None else JSONResponse({"error": TENANT_TOKEN_PAGES}, status_code=403)

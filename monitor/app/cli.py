@@ -98,13 +98,11 @@ def _exposure(ctx: click.Context, settings: Settings, host: str) -> bool:
 def _http_options(settings: Settings, host: str) -> dict:
     """The options of the HTTP app that come from the ``http`` section and the address served."""
     from ragmon.collectors.http_access import is_loopback
-    from ragmon.monitor.app.read_side import host_allowlist
+    from ragmon.monitor.app.read_side import host_allowlist, tokens_of
 
     http = settings.http
-    return {"token": http.token.get_secret_value() if http.token else None,
-            "catalog_token": http.catalog_token.get_secret_value() if http.catalog_token else None,
-            "guard_catalog": not is_loopback(host),
-            "metrics_token": http.metrics_token.get_secret_value() if http.metrics_token else None,
+    return {"token": tokens_of(settings, "token"), "catalog_token": tokens_of(settings, "catalog_token"),
+            "guard_catalog": not is_loopback(host), "metrics_token": tokens_of(settings, "metrics_token"),
             "hosts": host_allowlist(settings, host),
             "allowed_origins": http.allowed_origins, "max_body_bytes": http.max_body_bytes,
             "max_records": http.max_records_per_request, "max_pending": http.max_pending_requests,

@@ -1,5 +1,5 @@
 """How a serving command guards its read side and its port from the settings: who may read
-(``http.read_token``, ``http.read_tokens``, closed off loopback without either) and which hosts
+(``http.read_token`` and its next value, ``http.read_tokens``, closed off loopback without either) and which hosts
 requests may name (``http.allowed_hosts``), said once at start (docs/deployment.md, "The read side")."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import logging
 import os
 from collections.abc import Mapping
 
-from ragmon.collectors.http_access import ReadAccess
+from ragmon.collectors.http_access import ReadAccess, Tokens
 from ragmon.collectors.http_guard import HostAllowlist
 from ragmon.monitor.config.secret_refs import UnresolvedSecret, resolve
 from ragmon.monitor.config.settings import ConfigError, Settings
@@ -24,9 +24,10 @@ def read_access(settings: Settings, host: str, unauthenticated: bool,
     WARNING when reads are closed, saying what opens them."""
     http = settings.http
     environ = os.environ if environ is None else environ
-    others = {name: secret.get_secret_value() for name, secret in
-              (("http.token", http.token), ("http.catalog_token", http.catalog_token),
-               ("http.metrics_token", http.metrics_token)) if secret is not None}
+    others = {f"http.{name}": secret.get_secret_value() for name in
+              ("token", "token_next", "catalog_token", "catalog_token_next", "metrics_token", "metrics_token_next")
+              if (secret := getattr(http, name)) is not None}
+    readers = {secret.get_secret_value() for secret in (http.read_token, http.read_token_next) if secret is not None}
     tenant_tokens: dict[str, list[str]] = {}
     for ref, tenants in http.read_tokens.items():
         try:
@@ -37,15 +38,22 @@ def read_access(settings: Settings, host: str, unauthenticated: bool,
             if secret == other:
                 raise ConfigError(f"http.read_tokens: {ref} holds the same token as {name}: whoever holds that one "
                                   "would read; give readers a token of their own")
-        if secret in tenant_tokens or (http.read_token and secret == http.read_token.get_secret_value()):
+        if secret in tenant_tokens or secret in readers:
             raise ConfigError(f"http.read_tokens: {ref} holds a token given already (read_token or another "
                               "reference): one token, one scope")
         tenant_tokens[secret] = tenants
-    token = http.read_token.get_secret_value() if http.read_token else None
-    access = ReadAccess.for_bind(host, token, tenant_tokens, unauthenticated)
+    access = ReadAccess.for_bind(host, tokens_of(settings, "read_token"), tenant_tokens, unauthenticated)
     if access.closed is not None:
         log.warning("%s", access.closed)
     return access
+
+
+def tokens_of(settings: Settings, name: str) -> Tokens:
+    """The tokens ``http.<name>`` and ``http.<name>_next`` give: the current one and, while it is
+    rotated, the next."""
+    return Tokens(secret.get_secret_value() for secret in (getattr(settings.http, name),
+                                                           getattr(settings.http, f"{name}_next"))
+                  if secret is not None)
 
 
 def host_allowlist(settings: Settings, host: str) -> HostAllowlist:

@@ -134,6 +134,9 @@ class HttpConfig(ConfigSection):
         "(health on both), so a network policy can admit readers and senders apart. Unset: everything on `port`.")
     token: SecretStr | None = Field(None, description="Bearer token required on every ingest endpoint, if set. "
                                     "It never reads: see `read_token`.")
+    token_next: SecretStr | None = Field(
+        None, description="The next value of `token`, accepted beside it while clients move to it: set "
+        "this, roll the clients, promote it, remove it (docs/deployment.md, \"Rotating secrets\").")
     allow_unauthenticated: bool = Field(
         False, description="Serve a non-loopback address without `token` (a WARNING at start and "
         "`ragmon_http_unauthenticated 1`); otherwise `serve` and `scheduler` refuse to start. With neither "
@@ -142,16 +145,26 @@ class HttpConfig(ConfigSection):
         None, description="Bearer token that may write the catalog (document and index events) over HTTP. "
         "Without it, catalog events over HTTP are refused (`not_permitted`) whenever `host` is not loopback; "
         "the Kafka catalog topic is trusted by its own ACLs.")
+    catalog_token_next: SecretStr | None = Field(
+        None, description="The next value of `catalog_token`, accepted beside it while clients move to it: set "
+        "this, roll the clients, promote it, remove it (docs/deployment.md, \"Rotating secrets\").")
     metrics_token: SecretStr | None = Field(None, description="Bearer token required on /metrics, if set.")
+    metrics_token_next: SecretStr | None = Field(
+        None, description="The next value of `metrics_token`, accepted beside it while clients move to it: set "
+        "this, roll the clients, promote it, remove it (docs/deployment.md, \"Rotating secrets\").")
     read_token: SecretStr | None = Field(
         None, description="Bearer token of the read side: the status page, `/traces/…`, `/api/v1/findings` and "
         "`/api/v1/traces/…`, every tenant. Neither `token` nor `catalog_token` reads. With no read credential "
         "(this or `read_tokens`) reads are open on a loopback address and closed (403) on any other.")
+    read_token_next: SecretStr | None = Field(
+        None, description="The next value of `read_token`, accepted beside it while clients move to it: set "
+        "this, roll the clients, promote it, remove it (docs/deployment.md, \"Rotating secrets\").")
     read_tokens: dict[SecretRef, list[str]] = Field(
         default_factory=dict, description="Read tokens scoped to tenants: `{reference: [tenant, …]}`, the "
         "reference `env:VARIABLE` or `file:/path` (read at start; the token itself stays out of this file). Such "
         "a token reads `/api/v1/findings` and `/api/v1/traces/…` of its tenants only (tenant names as sent, or "
-        "as shown); the status page and trace pages show every tenant and need `read_token`.")
+        "as shown); the status page and trace pages show every tenant and need `read_token`. To rotate one, add "
+        "a second reference with the same tenants, roll the clients, then remove the old reference.")
     allowed_hosts: list[str] = Field(
         default_factory=list, description="Host names requests may be addressed to (the `Host` header, any port), "
         "besides `localhost`, any IP address, and the name `host` gives; a request naming another host gets 421 "
@@ -190,12 +203,18 @@ class HttpConfig(ConfigSection):
         if self.read_port is not None and self.read_port == self.port:
             raise ValueError(f"read_port {self.read_port} is the port itself: give the read side a port of its own, "
                              "or leave read_port unset")
-        reader = self.read_token.get_secret_value() if self.read_token else None
-        for name in ("token", "catalog_token", "metrics_token"):
-            other = getattr(self, name)
-            if reader and other is not None and other.get_secret_value() == reader:
-                raise ValueError(f"read_token is the same as {name}: whoever holds that token (every sender, or "
-                                 "Prometheus) would read every tenant's findings; give readers a token of their own")
+        for reading in ("read_token", "read_token_next"):
+            reader = getattr(self, reading).get_secret_value() if getattr(self, reading) else None
+            for name in ("token", "catalog_token", "metrics_token"):
+                for other in (getattr(self, name), getattr(self, f"{name}_next")):
+                    if reader and other is not None and other.get_secret_value() == reader:
+                        raise ValueError(f"{reading} is the same as {name} (or its next value): whoever holds that "
+                                         "token (every sender, or Prometheus) would read every tenant's findings; "
+                                         "give readers a token of their own")
+        for name in ("token", "catalog_token", "metrics_token", "read_token"):
+            if getattr(self, f"{name}_next") is not None and getattr(self, name) is None:
+                raise ValueError(f"{name}_next is set without {name}: the next value is accepted beside the current "
+                                 f"one while clients move; to guard an open endpoint, set {name}")
         for ref, tenants in self.read_tokens.items():
             if not tenants or not all(tenant.strip() for tenant in tenants):
                 raise ValueError(f"read_tokens: {ref}: list the tenants (non-empty names) this token reads")

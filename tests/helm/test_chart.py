@@ -184,6 +184,29 @@ def test_an_ingest_token_is_required_and_reaches_every_pod():
             assert token["valueFrom"]["secretKeyRef"] == {"name": secret, "key": "token"}
 
 
+def test_a_next_ingest_and_read_token_reach_the_pods_while_they_are_rotated():
+    def env_of(docs, deployment):
+        containers = docs[("Deployment", deployment)]["spec"]["template"]["spec"]["containers"][0]["env"]
+        return {e["name"]: e.get("valueFrom", {}).get("secretKeyRef") for e in containers}
+
+    plain = by_kind(render("--set", "readAuth.existingSecret=ragmon-read"))
+    nexts = {"RAGMON_HTTP__TOKEN_NEXT", "RAGMON_HTTP__READ_TOKEN_NEXT"}
+    assert not nexts & env_of(plain, "rag-ragmon-collector").keys()
+    existing = by_kind(render("--set", "auth.nextSecretKey=token-2", "--set", "readAuth.existingSecret=ragmon-read",
+                              "--set", "readAuth.nextSecretKey=token-2"))
+    collector = env_of(existing, "rag-ragmon-collector")
+    assert collector["RAGMON_HTTP__TOKEN_NEXT"] == {"name": "ragmon-auth", "key": "token-2"}
+    assert collector["RAGMON_HTTP__READ_TOKEN_NEXT"] == {"name": "ragmon-read", "key": "token-2"}
+    assert "RAGMON_HTTP__READ_TOKEN_NEXT" not in env_of(existing, "rag-ragmon-scheduler")  # readers: collectors only
+    made = by_kind(render("--set", "auth.existingSecret=", "--set", "auth.token=old", "--set", "auth.nextToken=new",
+                          "--set", "readAuth.token=r-old", "--set", "readAuth.nextToken=r-new"))
+    assert made[("Secret", "rag-ragmon-auth")]["stringData"] == {"token": "old", "token-next": "new"}
+    assert made[("Secret", "rag-ragmon-read")]["stringData"] == {"token": "r-old", "token-next": "r-new"}
+    collector = env_of(made, "rag-ragmon-collector")
+    assert collector["RAGMON_HTTP__TOKEN_NEXT"] == {"name": "rag-ragmon-auth", "key": "token-next"}
+    assert collector["RAGMON_HTTP__READ_TOKEN_NEXT"] == {"name": "rag-ragmon-read", "key": "token-next"}
+
+
 def test_a_network_policy_admits_only_the_listed_ingest_peers_and_prometheus():
     docs = by_kind(render("--set-json", 'networkPolicy.ingestFrom=[{"namespaceSelector": {"matchLabels": '
                                         '{"team": "rag"}}}]', "--set", "networkPolicy.prometheusNamespace=obs"))

@@ -56,6 +56,11 @@ each Service's DNS names, short and qualified (IP addresses, as probes and scrap
 {{- toJson (uniq $hosts) -}}
 {{- end -}}
 
+{{/* The key of a token's next value (auth or readAuth given): nextSecretKey in an existing Secret, else "<secretKey>-next" in the chart's own when nextToken is set; empty when no next token is being rolled out. */}}
+{{- define "ragmon.nextKey" -}}
+{{- if .existingSecret -}}{{ .nextSecretKey }}{{- else if .nextToken -}}{{ .secretKey }}-next{{- end -}}
+{{- end -}}
+
 {{/* The Secret reference of the metrics token (secrets.RAGMON_HTTP__METRICS_TOKEN), for the ServiceMonitor; empty without one. */}}
 {{- define "ragmon.metricsTokenRef" -}}
 {{- with (get .Values.secrets "RAGMON_HTTP__METRICS_TOKEN") }}{{ toJson . }}{{ end -}}
@@ -115,12 +120,26 @@ token ("read") goes to the collectors alone: they serve the reads. */}}
       name: {{ include "ragmon.authSecret" $root }}
       key: {{ $root.Values.auth.secretKey }}
 {{- end }}
+{{- with (and .token (include "ragmon.nextKey" $root.Values.auth)) }}
+- name: RAGMON_HTTP__TOKEN_NEXT
+  valueFrom:
+    secretKeyRef:
+      name: {{ include "ragmon.authSecret" $root }}
+      key: {{ . }}
+{{- end }}
 {{- with (and .read (include "ragmon.readSecret" $root)) }}
 - name: RAGMON_HTTP__READ_TOKEN
   valueFrom:
     secretKeyRef:
       name: {{ . }}
       key: {{ $root.Values.readAuth.secretKey }}
+{{- with (include "ragmon.nextKey" $root.Values.readAuth) }}
+- name: RAGMON_HTTP__READ_TOKEN_NEXT
+  valueFrom:
+    secretKeyRef:
+      name: {{ include "ragmon.readSecret" $root }}
+      key: {{ . }}
+{{- end }}
 {{- end }}
 {{- range $name, $ref := $root.Values.secrets }}
 - name: {{ $name }}
