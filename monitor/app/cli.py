@@ -324,11 +324,13 @@ def serve(ctx: click.Context, host: str | None, port: int | None) -> None:
     mode), or the read side on a port of its own (http.read_port).
 
     Stops gracefully on SIGTERM or Ctrl-C: requests in flight finish and are persisted first.
+    Reads its tokens again on SIGHUP (docs/deployment.md, "Rotating secrets").
     """
     import uvicorn
 
     from ragmon.collectors.http import build_app
-    from ragmon.monitor.app.read_side import read_access
+    from ragmon.collectors.http_credentials import CredentialSwitch
+    from ragmon.monitor.app.token_reload import TokenReload, http_credentials
 
     settings = _settings(ctx)
     host = host or settings.http.host
@@ -338,7 +340,7 @@ def serve(ctx: click.Context, host: str | None, port: int | None) -> None:
         raise ConfigError(f"http.read_port {read_port} is the port served (--port): give the read side a port of "
                           "its own, or leave http.read_port unset")
     unauthenticated = _exposure(ctx, settings, host)
-    reads = read_access(settings, host, unauthenticated)
+    credentials = CredentialSwitch(http_credentials(settings, host, unauthenticated))
     settings = _serving(settings, host, port)
     listening = [_bind(ctx, host, port), *([_bind(ctx, host, read_port)] if read_port else [])]
     runtime = build_runtime(settings, schema_wait=settings.database.schema_wait_seconds, command="serve")
@@ -379,16 +381,19 @@ def serve(ctx: click.Context, host: str | None, port: int | None) -> None:
     app = build_app(runtime.pipeline.process, runtime.registry, ready, **_http_options(settings, host),
                     on_startup=start_sources, on_shutdown=stop, otlp=otlp,
                     observe_request=runtime.metrics.http_requests.observe,
-                    read_api=ReadView(runtime), reads=reads, read_port=read_port)
+                    read_api=ReadView(runtime), credentials=credentials, read_port=read_port)
     kafka = f", consuming {settings.kafka.traces_topic}" if settings.kafka.bootstrap_servers else ""
     routes = ("POST /v1/events" + (", POST /v1/traces" if otlp is not None else "") + ", GET /metrics, /healthz, "
               "/readyz")
     reading = "GET / (status), /traces/{id}, /api/v1/findings, /api/v1/traces/{id}" + (
-        " (closed: see the warning above)" if reads.closed else "")
+        " (closed: see the warning above)" if credentials.current.reads.closed else "")
     where = (f"{routes}; reads on port {read_port}: {reading}" if read_port else f"{routes}, {reading}")
     _announce(settings, f"ragmon serving on {_scheme(settings)}://{host}:{port}{kafka} ({where})")
     server = uvicorn.Server(uvicorn.Config(app, host=host, port=port, log_config=None, access_log=False,
                                            timeout_graceful_shutdown=30, **_tls_options(settings)))
+    TokenReload(credentials, lambda: load_settings(ctx.obj.get("config")), host,
+                on_exposure=lambda open_to_all: runtime.metrics.http_unauthenticated.set(1 if open_to_all else 0),
+                ).on_sighup()
     server.run(sockets=listening)
     failed = [source.error for source in sources if source.error is not None]
     if failed:

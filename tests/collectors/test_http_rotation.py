@@ -11,6 +11,7 @@ from ragmon.collectors.http import build_app
 from ragmon.collectors.http_access import ReadAccess, Tokens
 from ragmon.collectors.http_credentials import Credentials, CredentialSwitch
 from ragmon.monitor.app.read_side import read_access, tokens_of
+from ragmon.monitor.app.token_reload import TokenReload, http_credentials
 from ragmon.monitor.config.settings import ConfigError, load_settings
 from ragmon.monitor.core.pipeline import BatchResult
 from tests.collectors.test_http_read import FakeReads
@@ -100,3 +101,17 @@ def test_a_tenant_read_token_may_not_be_a_next_value():
     settings = settings_of(token=OLD, token_next=NEW, read_tokens='{"env:ACME_READ": ["acme"]}')
     with pytest.raises(ConfigError, match="same token as http.token_next"):
         read_access(settings, "0.0.0.0", False, environ={"ACME_READ": NEW})
+
+
+def test_a_reload_swaps_the_tokens_in_and_keeps_them_when_the_new_settings_cannot_serve(caplog):
+    switch = CredentialSwitch(http_credentials(settings_of(token=OLD), "0.0.0.0", False))
+    exposure = []
+    loads = iter([settings_of(token=OLD, token_next=NEW), settings_of(allow_unauthenticated="false")])
+    reload = TokenReload(switch, lambda: next(loads), "0.0.0.0", on_exposure=exposure.append)
+    client = served(switch)
+    assert reload.reload() and exposure == [False]
+    assert [client.post("/v1/events", json=EVENT, headers=bearer(t)).status_code for t in (OLD, NEW)] == [200, 200]
+    # no token on a non-loopback address: serving it would open the port to anyone
+    assert not reload.reload() and exposure == [False]
+    assert [client.post("/v1/events", json=EVENT, headers=bearer(t)).status_code for t in (OLD, NEW)] == [200, 200]
+    assert "tokens not reloaded, the ones in force are kept: http.host 0.0.0.0" in caplog.text
