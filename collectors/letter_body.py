@@ -21,7 +21,7 @@ import hashlib
 import hmac
 import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
@@ -108,12 +108,17 @@ def raw_problem(raw_encrypted: str) -> str | None:
     return None
 
 
-def open_raw(raw_key: bytes, raw_encrypted: str, privilege: Privilege) -> tuple[bytes, Privilege]:
-    """What :func:`decrypt_raw` gives, or :class:`UnreadableRaw` saying why not."""
+def open_raw(raw_keys: bytes | Sequence[bytes], raw_encrypted: str, privilege: Privilege) -> tuple[bytes, Privilege]:
+    """What :func:`decrypt_raw` gives under the first of ``raw_keys`` that opens the letter (the key
+    in use, then the previous ones: a letter written before a rotation stays readable), or
+    :class:`UnreadableRaw` saying why not."""
     if (problem := raw_problem(raw_encrypted)) is not None:
         raise UnreadableRaw(problem)
-    try:
-        return decrypt_raw(raw_key, raw_encrypted, privilege)
-    except InvalidTag:
-        raise UnreadableRaw("raw bytes fail their authentication tag: another dead_letter.encryption_key, "
-                            "or the letter was altered (its privilege too is sealed with its bytes)") from None
+    for raw_key in [raw_keys] if isinstance(raw_keys, bytes) else raw_keys:
+        try:
+            return decrypt_raw(raw_key, raw_encrypted, privilege)
+        except InvalidTag:
+            continue
+    raise UnreadableRaw("raw bytes fail their authentication tag: a key neither dead_letter.encryption_key nor "
+                        "previous_encryption_keys holds, or the letter was altered (its privilege too is sealed "
+                        "with its bytes)")

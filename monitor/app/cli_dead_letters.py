@@ -121,7 +121,7 @@ def list_letters(ctx: click.Context, reason: str | None, since: str | None, limi
     and whether it can be replayed (or was). Letters that cannot be read are named by file and line
     (or topic, partition and offset), and the command exits 1."""
     settings = settings_of(ctx)
-    raw_key = settings.dead_letter.raw_key()
+    raw_keys = settings.dead_letter.raw_keys()
     read, read_where = _letters(settings, where)
     selection = _selection(reason, since)
     selected = [letter for letter in reversed(read.letters) if selection(letter)]
@@ -129,9 +129,9 @@ def list_letters(ctx: click.Context, reason: str | None, since: str | None, limi
 
     def replay(letter: Letter) -> str:
         why = _why_not(letter, replayed)
-        if why is None and raw_key is not None:
+        if why is None and raw_keys is not None:
             try:
-                open_raw(raw_key, letter.body.raw_encrypted, letter.privilege)  # only those shown: --limit
+                open_raw(raw_keys, letter.body.raw_encrypted, letter.privilege)  # only those shown: --limit
             except UnreadableRaw as error:
                 why = str(error)
         return why or "possible"
@@ -177,7 +177,7 @@ def replay_letters(ctx: click.Context, reason: str | None, since: str | None, gr
     dead letter again, with its new reason) or could not be read."""
     settings = settings_of(ctx)
     path: Path = settings.dead_letter.path
-    raw_key = settings.dead_letter.raw_key()
+    raw_keys = settings.dead_letter.raw_keys()
     selection = _selection(reason, since)
     replayed = replay_notes(path)
     chosen, skipped = [], Counter()
@@ -186,14 +186,14 @@ def replay_letters(ctx: click.Context, reason: str | None, since: str | None, gr
         if not selection(letter):
             continue
         why = _why_not(letter, replayed)
-        if why is None and raw_key is None:
+        if why is None and raw_keys is None:
             why = "raw bytes cannot be read (dead_letter.keep_raw is off, so no key)"
         if why is None:
             chosen.append(letter)
         else:
             skipped[why] += 1
     unusable = list(read.unusable)
-    result = replay_records(settings, chosen, raw_key, grant_catalog=grant_catalog) if chosen else None
+    result = replay_records(settings, chosen, raw_keys, grant_catalog=grant_catalog) if chosen else None
     if result is not None:
         unusable += result.unusable
     outcomes = result.outcomes if result is not None else Counter()

@@ -88,15 +88,15 @@ def _erase_letters(person: Person, settings: Settings, dry_run: bool) -> int:
         return 0
     # an id as a JSON string: "u-1" matches the caller "u-1", never "u-12"
     needles = [json.dumps(value, ensure_ascii=False) for value in (person.caller, person.conversation) if value]
-    raw_key = settings.dead_letter.raw_key()
+    raw_keys = settings.dead_letter.raw_keys()
 
     def holds_the_person(letter: StoredLetter) -> bool:
         if letter.text and any(needle in letter.text for needle in needles):
             return True
-        if raw_key is None or not letter.raw_encrypted:
+        if raw_keys is None or not letter.raw_encrypted:
             return False
         try:
-            raw, _ = open_raw(raw_key, letter.raw_encrypted, privilege_named(letter.privilege, "privilege"))
+            raw, _ = open_raw(raw_keys, letter.raw_encrypted, privilege_named(letter.privilege, "privilege"))
         except ValueError:
             return False  # not ours to open (another key, an edited letter): left as it is
         text = raw.decode("utf-8", "replace")

@@ -61,7 +61,7 @@ class ReplayResult:
     unusable: list[Unusable] = field(default_factory=list)
 
 
-def replay_records(settings: Settings, letters: Sequence[Letter], raw_key: bytes, *,
+def replay_records(settings: Settings, letters: Sequence[Letter], raw_keys: Sequence[bytes], *,
                    grant_catalog: bool = False) -> ReplayResult:
     """Feed the records of ``letters`` (oldest first, each replayable) through a pipeline built
     from ``settings``, in batches, and note each. A record has its letter's privilege; with
@@ -81,7 +81,7 @@ def replay_records(settings: Settings, letters: Sequence[Letter], raw_key: bytes
                 records: list[RawRecord] = []
                 for letter in letters[start:start + BATCH]:
                     try:
-                        data, privilege = open_raw(raw_key, letter.body.raw_encrypted or "", letter.privilege)
+                        data, privilege = open_raw(raw_keys, letter.body.raw_encrypted or "", letter.privilege)
                     except UnreadableRaw as error:
                         result.unusable.append(Unusable(letter.where, str(error)))
                         continue

@@ -74,26 +74,44 @@ class DeadLetterConfig(ConfigSection):
         False, description="Keep each rejected record's raw bytes, encrypted with `encryption_key` (AES-GCM), "
         "in the file and on the dead-letter topic. Off: a letter keeps a keyed hash and the redacted text.")
     encryption_key: SecretStr = Field(
-        SecretStr(""), description="Base64 of a 16, 24 or 32-byte AES key; required with `keep_raw`.")
+        SecretStr(""), description="Base64 of a 16, 24 or 32-byte AES key; required with `keep_raw`. New letters "
+        "are encrypted with it.")
+    previous_encryption_keys: list[SecretStr] = Field(
+        default_factory=list, description="Keys `encryption_key` had before (base64, as it): letters encrypted "
+        "under them are still read (list, replay, erase); none is used to encrypt. To rotate the key: move the "
+        "old one here, set the new one, and drop the old one once no letter needs it (docs/deployment.md, "
+        "\"Rotating secrets\").")
 
     @model_validator(mode="after")
     def _key_for_raw(self) -> DeadLetterConfig:
         if self.keep_raw:
-            self.raw_key()
+            self.raw_keys()
         return self
 
     def raw_key(self) -> bytes | None:
         """The AES key raw bytes are encrypted with, or None when they are not kept."""
         if not self.keep_raw:
             return None
-        try:
-            key = base64.b64decode(self.encryption_key.get_secret_value(), validate=True)
-        except ValueError:
-            key = b""
-        if len(key) not in (16, 24, 32):
-            raise ValueError("encryption_key: keep_raw needs the base64 of a 16, 24 or 32-byte key "
-                             "(e.g. `openssl rand -base64 32`)")
-        return key
+        return _aes_key(self.encryption_key, "encryption_key: keep_raw needs")
+
+    def raw_keys(self) -> list[bytes] | None:
+        """Every AES key raw bytes may be decrypted with, the newest first, or None when they are
+        not kept."""
+        newest = self.raw_key()
+        if newest is None:
+            return None
+        return [newest, *(_aes_key(key, f"previous_encryption_keys[{i}]: needs")
+                          for i, key in enumerate(self.previous_encryption_keys))]
+
+
+def _aes_key(secret: SecretStr, what: str) -> bytes:
+    try:
+        key = base64.b64decode(secret.get_secret_value(), validate=True)
+    except ValueError:
+        key = b""
+    if len(key) not in (16, 24, 32):
+        raise ValueError(f"{what} the base64 of a 16, 24 or 32-byte key (e.g. `openssl rand -base64 32`)")
+    return key
 
 
 class DatabaseConfig(ConfigSection):
