@@ -88,6 +88,11 @@ def test_a_token_rotates_on_sighup_without_a_restart_or_a_refused_request(tmp_pa
             assert (status(server, OLD), status(server, NEW)) == (200, 200)
             assert status(server, READ_NEW, "/api/v1/findings") == 200
             client.token = NEW  # the client moves to the next token at its own pace
+            moved = client.sent + 2  # a request sent with the old token may still be on its way: let it land
+            deadline = time.monotonic() + 60
+            while client.sent < moved:
+                assert time.monotonic() < deadline, "the client sent nothing with the next token"
+                time.sleep(0.01)
 
             # a configuration that cannot be used: refused, the tokens in force kept
             reconfigure(server, config, {"token_next": "only-a-next-token-0123"}, "tokens not reloaded")
