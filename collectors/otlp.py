@@ -31,7 +31,6 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTrace
 from ragmon.collectors.otlp_wire import PayloadError, Span, parse_json, parse_protobuf
 from ragmon.collectors.semconv import FEEDBACK_TRACE_ID
 from ragmon.collectors.span_mapping import Mapped, SpanMapper, feedback_event
-from ragmon.collectors.span_reading import read_span
 from ragmon.monitor.core.errors import Retryable
 from ragmon.monitor.core.records import Privilege, RawRecord
 from ragmon.monitor.core.retry import GaveUp, RetryPolicy, until_accepted
@@ -206,7 +205,7 @@ class OtlpReceiver:
         traced = [s for s in valid if not s.attributes.get(FEEDBACK_TRACE_ID)]
         problems = []
         for span in traced:  # read once, here, so that the answer can name what could not be used
-            span.reading = read_span(span)
+            span.reading = self._mapper.dialects.read(span)
             problems.extend((span.span_id, *problem) for problem in span.reading.problems)
         try:
             rejected += self._assembler.add(traced, len(body))

@@ -1,8 +1,9 @@
 """OTLP trace export requests (protobuf or JSON) to plain :class:`Span` objects.
 
 Only what the mapping to ragmon events needs is kept: ids, name, times, attributes, the
-resource's attributes, and span events (vector stores such as Chroma report each result as a
-``db.query.result`` event). Attribute values become plain Python values: strings, numbers,
+resource's attributes, span events (vector stores such as Chroma report each result as a
+``db.query.result`` event), and the instrumentation scope's name and version (which say the span's
+dialect: ``ragmon.collectors.dialects``). Attribute values become plain Python values: strings, numbers,
 booleans, bytes, lists, and dicts for key-value lists.
 """
 
@@ -41,7 +42,9 @@ class Span:
     attributes: dict[str, Any] = field(default_factory=dict)
     resource: dict[str, Any] = field(default_factory=dict)
     events: list[SpanEvent] = field(default_factory=list)
-    reading: Any = None  # what ragmon.collectors.span_reading.read_span made of it, once it was read
+    reading: Any = None  # what ragmon.collectors.dialects.Dialects.read made of it, once it was read
+    scope: str = ""  # the instrumentation scope's name (one string shared by the spans of a scope)
+    scope_version: str = ""
 
     @property
     def duration_ms(self) -> float:
@@ -83,13 +86,14 @@ def parse_protobuf(body: bytes) -> list[Span]:
     for resource_spans in request.resource_spans:
         resource = _protobuf_attributes(resource_spans.resource.attributes)
         for scope_spans in resource_spans.scope_spans:
+            scope, version = scope_spans.scope.name, scope_spans.scope.version
             for span in scope_spans.spans:
                 events = [SpanEvent(e.name, e.time_unix_nano, _protobuf_attributes(e.attributes))
                           for e in span.events]
                 spans.append(Span(
                     span.trace_id.hex(), span.span_id.hex(), span.parent_span_id.hex(), span.name,
                     span.start_time_unix_nano, span.end_time_unix_nano,
-                    _protobuf_attributes(span.attributes), resource, events))
+                    _protobuf_attributes(span.attributes), resource, events, scope=scope, scope_version=version))
     return spans
 
 
@@ -109,6 +113,10 @@ def _json_value(value: Any) -> Any:
     if kind == "bytesValue":
         return base64.b64decode(inner)
     return inner
+
+
+def _json_text(value: Any) -> str:
+    return value if isinstance(value, str) else ""
 
 
 def _json_id(value: Any) -> str:
@@ -139,12 +147,14 @@ def parse_json(body: bytes) -> list[Span]:
         for resource_spans in data.get("resourceSpans") or []:
             resource = _attributes((resource_spans.get("resource") or {}).get("attributes"))
             for scope_spans in resource_spans.get("scopeSpans") or []:
+                scope = scope_spans.get("scope") or {}
+                name, version = _json_text(scope.get("name")), _json_text(scope.get("version"))
                 for span in scope_spans.get("spans") or []:
                     spans.append(Span(
                         _json_id(span.get("traceId")), _json_id(span.get("spanId")), _json_id(span.get("parentSpanId")),
                         str(span.get("name", "")), int(span.get("startTimeUnixNano") or 0),
                         int(span.get("endTimeUnixNano") or 0), _attributes(span.get("attributes")), resource,
-                        _json_events(span.get("events"))))
+                        _json_events(span.get("events")), scope=name, scope_version=version))
         return spans
     except PayloadError:
         raise

@@ -1,7 +1,7 @@
 """The span vocabulary ragmon reads and writes, in one place: OpenInference, the OTel GenAI
 conventions, vector-store result events, and ragmon's own attributes.
 
-The receiver reads spans with these names (``ragmon.collectors.span_reading``, then
+The receiver reads spans with these names (``ragmon.collectors.dialects``, then
 ``ragmon.collectors.span_mapping``); the emitter (``ragmon.collectors.emitter``) writes documents with
 :func:`document_attributes`. What ragmon emits is what it reads back.
 

@@ -10,16 +10,12 @@ of a fusion retriever) stays a list of its own.
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
-from typing import Any
 
-from ragmon.collectors import semconv as sc
+from ragmon.collectors.dialects import Dialects
 from ragmon.collectors.otlp_wire import Span
-from ragmon.collectors.semconv import json_object
-from ragmon.collectors.span_reading import RawDocument, read_span
+from ragmon.collectors.span_reading import RawDocument
 
-_METHOD_SUFFIX = re.compile(r"\.[A-Za-z_]\w*$")
 MAX_DEPTH = 256  # parent chains longer than any real trace are cut (and cannot loop)
 
 
@@ -39,47 +35,12 @@ class Level:
         return sum(bool(d.id) + bool(d.metadata) for d in self.documents)
 
 
-def _short(name: str) -> str:
-    """A span name without its method: ``BM25Retriever._retrieve`` -> ``BM25Retriever``."""
-    return _METHOD_SUFFIX.sub("", name) or name
-
-
-def level_of(span: Span) -> Level | None:
-    """The level a span is, if it reports documents (its reading is made here if the receiver
-    did not make it)."""
-    reading = span.reading if span.reading is not None else read_span(span)
+def level_of(span: Span, dialects: Dialects) -> Level | None:
+    """The level a span is, if it reports documents (read by its dialect)."""
+    reading = dialects.reading(span)
     if reading.kind is None:
         return None
-    a = span.attributes
-    own = json_object(a.get(sc.METADATA))
-    named = own.get("retriever") if isinstance(own.get("retriever"), str) else None
-    if reading.kind == "reranker":
-        model = a.get(sc.RERANKER_MODEL_NAME)
-        name = named or (model if isinstance(model, str) and model else _short(span.name)) or "reranker"
-        return Level(span, "reranker", name, reading.documents)
-    if a.get(sc.GENAI_OPERATION) == sc.GENAI_RETRIEVAL:
-        return Level(span, "retriever", named or span.name, reading.documents)
-    langchain = own.get(sc.LANGCHAIN_RETRIEVER_NAME)
-    name = named or (langchain if isinstance(langchain, str) and langchain else _short(span.name))
-    return Level(span, "retriever", name, _with_output_ids(a, reading.documents))
-
-
-def _with_output_ids(attributes: dict[str, Any], documents: list[RawDocument]) -> list[RawDocument]:
-    """LangChain's retriever spans carry each Document's content and metadata but not its id; the
-    span's JSON ``output.value`` lists the Documents with their ids. They are taken when the lists
-    agree document by document."""
-    if not documents or all(d.id for d in documents) or attributes.get(sc.OUTPUT_MIME_TYPE) != sc.JSON_MIME_TYPE:
-        return documents
-    listed = json_object(attributes.get(sc.OUTPUT_VALUE)).get("documents")
-    if not isinstance(listed, list) or len(listed) != len(documents):
-        return documents
-    pairs = list(zip(listed, documents, strict=True))
-    if not all(isinstance(item, dict) and item.get("page_content") == d.content for item, d in pairs):
-        return documents
-    for item, document in pairs:
-        if not document.id and isinstance(item.get("id"), str | int) and not isinstance(item.get("id"), bool):
-            document.id = str(item["id"]) or None
-    return documents
+    return Level(span, reading.kind, reading.dialect.list_name(span, reading.kind), reading.documents)
 
 
 def nest(levels: list[Level], by_id: dict[str, Span]) -> list[Level]:

@@ -7,11 +7,11 @@ import hashlib
 
 import pytest
 
+from ragmon.collectors.dialects import Dialects
 from ragmon.collectors.otlp_wire import Span, SpanEvent
 from ragmon.collectors.passage_ids import PassageNamer
 from ragmon.collectors.semconv import CHECKED_ATTRIBUTES
 from ragmon.collectors.span_mapping import SpanMapper
-from ragmon.collectors.span_reading import read_span
 
 T = "a" * 32
 MS = 1_000_000
@@ -220,7 +220,7 @@ def test_attributes_ragmon_cannot_use_are_named(attributes, expected):
     kind = {} if "gen_ai.retrieval.documents" in attributes else {"openinference.span.kind": "RETRIEVER"}
     if not kind:
         kind = {"gen_ai.operation.name": "retrieval"}
-    problems = read_span(Span(T, "1" * 16, "", "s", 0, 1, {**kind, **attributes})).problems
+    problems = Dialects().read(Span(T, "1" * 16, "", "s", 0, 1, {**kind, **attributes})).problems
     assert [attribute for attribute, _ in problems] == expected
     assert set(expected) <= set(CHECKED_ATTRIBUTES)  # a metric label: a closed set
     assert all(str(v) not in detail for (_, detail), v in zip(problems, attributes.values(), strict=False))
