@@ -1,11 +1,21 @@
 """The retrieval lists of one trace from the spans that report documents ("levels"), with nested
-spans of one retrieval made one list.
+spans of one retrieval made one list, and the list its caller got.
 
-A span of the same kind inside another (at any depth) is a level of the same retrieval. An empty
-level is never a list of its own. Levels with the same documents (same count; at each position the
-same id or the same content) are merged, the one with the most identifying data (ids, metadata)
-winning and the others filling in what it lacks; a nested level with other documents (the sources
-of a fusion retriever) stays a list of its own.
+A span of the same kind inside another (at any depth) is a level of the same retrieval. The
+outermost level that reports its list decides which documents the caller got:
+
+- a nested level with the same documents (same count; at each position the same id or the same
+  content) merges into it, the one with the most identifying data (ids, metadata) winning and the
+  others filling in what it lacks (DSPy's content-only ``Retrieve`` over ColBERT's ids);
+- a nested level of the same name (the same retriever reporting at another of its methods, as
+  LlamaIndex's ``retrieve`` around ``_retrieve``) only lends ids and metadata to the documents it
+  shares with it (by id, else by content): an inner level may hold an unfiltered top k that the
+  caller never got;
+- a nested level of another name with other documents (a source of a fusion retriever) stays a
+  list of its own; an empty nested level is never one;
+- a level that says it found nothing is an empty list, and when outermost an empty context, even
+  when a level inside it holds documents. A level that cannot say (OpenInference writes nothing
+  for an empty list) leaves the decision to the levels inside it.
 """
 
 from __future__ import annotations
@@ -29,6 +39,7 @@ class Level:
     documents: list[RawDocument]
     children: list[Level] = field(default_factory=list)
     nested: bool = False
+    silent: bool = False  # empty because the span does not say what it held, not because it found nothing
 
     @property
     def identifying(self) -> int:
@@ -40,7 +51,8 @@ def level_of(span: Span, dialects: Dialects) -> Level | None:
     reading = dialects.reading(span)
     if reading.kind is None:
         return None
-    return Level(span, reading.kind, reading.dialect.list_name(span, reading.kind), reading.documents)
+    return Level(span, reading.kind, reading.dialect.list_name(span, reading.kind), reading.documents,
+                 silent=reading.silent)
 
 
 def nest(levels: list[Level], by_id: dict[str, Span]) -> list[Level]:
@@ -59,20 +71,53 @@ def nest(levels: list[Level], by_id: dict[str, Span]) -> list[Level]:
 
 
 def resolve(level: Level, depth: int = 0) -> list[Level]:
-    """The lists one outermost level and its nested levels stand for."""
-    below = [] if depth > MAX_DEPTH else [x for child in level.children for x in resolve(child, depth + 1)]
-    if not level.documents:
-        if below or level.nested:
-            return below  # an empty level is never a list of its own
-        # A retrieval that found nothing. It is named as it would be had it found something: by
-        # its innermost level (DSPy's ColBERTv2 inside Retrieve), where ids come from.
-        inner = level
-        while len(inner.children) == 1:
-            inner = inner.children[0]
-        return [Level(level.span, level.kind, inner.name, [], nested=level.nested)]
-    same = [x for x in below if _same_documents(x.documents, level.documents)]
-    rest = [x for x in below if all(x is not s for s in same)]
-    return [*rest, _merge(level, same)]
+    """The lists one level and its nested levels stand for; the last is the list the level's
+    caller got."""
+    lists: list[Level] = []  # sources of other retrievers, each a list of its own
+    same: list[Level] = []  # the same documents: merged, the best identified winning
+    lenders: list[Level] = []  # the same retriever at another method: lends to shared documents only
+    stand_in: list[Level] = []  # the nested levels' lists with documents, should this level not say
+    for child in level.children if depth <= MAX_DEPTH else []:
+        *sources, own = resolve(child, depth + 1)
+        lists.extend(sources)
+        stand_in.extend(x for x in [*sources, own] if x.documents)
+        if not own.documents:
+            continue  # an empty nested level is never a list of its own, and lends nothing
+        if level.documents and _same_documents(own.documents, level.documents):
+            same.append(own)
+        elif child.name == level.name:
+            lenders.append(own)
+        else:
+            lists.append(own)
+    if level.documents:
+        return [*lists, _lend(_merge(level, same), lenders)]
+    if level.silent and stand_in:
+        return stand_in  # the last of them stands for what the caller got
+    # Found nothing (or nothing below says otherwise). Named as it would be had it found
+    # something: by its innermost level (DSPy's ColBERTv2 inside Retrieve), where ids come from.
+    inner = level
+    while len(inner.children) == 1 and not lists:
+        inner = inner.children[0]
+    return [*lists, Level(level.span, level.kind, inner.name, [], nested=level.nested, silent=level.silent)]
+
+
+def _lend(level: Level, lenders: list[Level]) -> Level:
+    """Complete ``level``'s documents with the ids, scores, content and metadata of the same
+    documents (by id, else by content) in ``lenders``."""
+    for lender in lenders:
+        by_id = {d.id: d for d in lender.documents if d.id}
+        by_content = {d.content: d for d in lender.documents if d.content is not None}
+        for document in level.documents:
+            other = (by_id.get(document.id) if document.id else None) or (
+                by_content.get(document.content) if document.content is not None else None)
+            if other is None or (document.id and other.id and document.id != other.id):
+                continue
+            document.id = document.id or other.id
+            document.score = document.score if document.score is not None else other.score
+            document.content = document.content if document.content is not None else other.content
+            document.metadata = {**other.metadata, **document.metadata}
+            document.fields = {**other.fields, **document.fields}
+    return level
 
 
 def _same_documents(a: list[RawDocument], b: list[RawDocument]) -> bool:

@@ -79,12 +79,16 @@ class SpanMapper:
             return Mapped(None)
         tops = nest(levels, by_id)
         mapped = Mapped({})
-        lists = sorted((merged for top in tops for merged in resolve(top)),
+        resolved = [resolve(top) for top in tops]
+        callers = {id(lists[-1]) for lists in resolved}  # per retrieval, the list its caller got
+        lists = sorted((level for lists in resolved for level in lists),
                        key=lambda level: (level.span.end_ns, level.span.start_ns))
         retrievals = [{"retriever": level.name, "passages": self._passages(level.documents, mapped)}
                       for level in lists]
         _share_fields(retrievals)
-        mapped.event = self._event(root, spans, by_id, tops, retrievals, lists, explicit_context)
+        got = [(retrieval, level.kind) for retrieval, level in zip(retrievals, lists, strict=True)
+               if id(level) in callers]
+        mapped.event = self._event(root, spans, by_id, tops, retrievals, _context(got, retrievals, explicit_context))
         return mapped
 
     def _passages(self, documents: list[RawDocument], mapped: Mapped) -> list[dict[str, Any]]:
@@ -110,8 +114,7 @@ class SpanMapper:
         return passages
 
     def _event(self, root: Span, spans: list[Span], by_id: dict[str, Span], tops: list[Level],
-               retrievals: list[dict[str, Any]], lists: list[Level], explicit_context: list[str] | None
-               ) -> dict[str, Any]:
+               retrievals: list[dict[str, Any]], context: list[dict[str, Any]]) -> dict[str, Any]:
         generations = _outermost([s for s in spans if self._dialect(s).is_generation(s)], by_id)
         facts = self._facts([root, *spans])  # each from the root, else the earliest span that has it
         event: dict[str, Any] = {
@@ -122,7 +125,6 @@ class SpanMapper:
             "retrievals": retrievals,
             "latency_ms": _latency(root, tops, generations),
         }
-        context = _context(retrievals, lists, explicit_context)
         last = retrievals[-1]["passages"] if retrievals else None
         if last is None or (context is not last and (context or last)):
             event["context"] = context  # absent, the context is the last list (docs/events.md): not sent twice
@@ -238,8 +240,10 @@ def _first(values: Iterable[Any]) -> Any:
     return next((v for v in values if v is not None), None)
 
 
-def _context(retrievals: list[dict[str, Any]], lists: list[Level], explicit: list[str] | None
+def _context(got: list[tuple[dict[str, Any], str]], retrievals: list[dict[str, Any]], explicit: list[str] | None
              ) -> list[dict[str, Any]]:
+    """The explicit context; else the list the caller of the last reranker got; else the last
+    non-empty list a retriever's caller got (``got``: those lists and their kinds, in order)."""
     if explicit is not None:
         if retrievals and [p["id"] for p in retrievals[-1]["passages"]] == explicit:
             return retrievals[-1]["passages"]  # the last list, as ragmon's emitter names it
@@ -248,10 +252,10 @@ def _context(retrievals: list[dict[str, Any]], lists: list[Level], explicit: lis
             for passage in retrieval["passages"]:
                 known.setdefault(passage["id"], passage)
         return [known.get(passage_id, {"id": passage_id}) for passage_id in explicit]
-    reranked = [r for r, level in zip(retrievals, lists, strict=True) if level.kind == "reranker"]
+    reranked = [retrieval for retrieval, kind in got if kind == "reranker"]
     if reranked:
         return reranked[-1]["passages"]
-    return next((r["passages"] for r in reversed(retrievals) if r["passages"]), [])
+    return next((r["passages"] for r, _ in reversed(got) if r["passages"]), [])
 
 
 def _outermost(spans: Iterable[Span], by_id: dict[str, Span]) -> dict[str, Span]:

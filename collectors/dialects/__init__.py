@@ -19,6 +19,7 @@ from typing import Any
 from ragmon.collectors.dialects.base import CallerKeys, Closest, Dialect, SpanReading, check_application_attributes
 from ragmon.collectors.dialects.genai import GenAI
 from ragmon.collectors.dialects.openinference import OpenInference
+from ragmon.collectors.dialects.openllmetry import OpenLLMetry
 from ragmon.collectors.dialects.vector_stores import VectorStores
 
 __all__ = ["DIALECTS", "CallerKeys", "Closest", "Dialect", "Dialects", "SpanReading"]
@@ -27,6 +28,7 @@ __all__ = ["DIALECTS", "CallerKeys", "Closest", "Dialect", "Dialects", "SpanRead
 #: read by the first that finds a list in it).
 DIALECTS: tuple[type[Dialect], ...] = (
     OpenInference,
+    OpenLLMetry,  # before GenAI: its spans carry gen_ai.operation.name too
     GenAI,
     VectorStores,
 )
@@ -65,13 +67,13 @@ class Dialects:
         if first is not None:
             kind, documents = first.read(span, problems)
             if kind is not None:
-                return SpanReading(kind, documents, problems, first)
+                return SpanReading(kind, documents or [], problems, first, silent=documents is None)
         tried = first
         for key, dialect in self._markers:
             if key in a and dialect is not tried:
                 kind, documents = dialect.read(span, problems)
                 if kind is not None:
-                    return SpanReading(kind, documents, problems, dialect)
+                    return SpanReading(kind, documents or [], problems, dialect, silent=documents is None)
                 first, tried = first or dialect, dialect
         return SpanReading(None, [], problems, first or APPLICATION)
 

@@ -15,8 +15,9 @@ adds its own places to them.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any, ClassVar
 
 from ragmon.collectors import semconv as sc
@@ -25,7 +26,7 @@ from ragmon.collectors.span_reading import RawDocument
 
 #: The attributes an application sets by hand, read on a span of any dialect (docs/events.md):
 #: OpenInference's ``using_attributes`` keys and OTel's general ones, which applications set with
-#: any tracer, and ragmon's own.
+#: any tracer, and ragmon's own (OpenLLMetry's association properties too: :data:`ASSOCIATION`).
 APPLICATION_KEYS = (sc.USER_ID, sc.ENDUSER_ID, sc.SESSION_ID, sc.METADATA, sc.GENAI_CONVERSATION,
                     sc.GENAI_DATA_SOURCE, sc.CALLER_GROUPS, sc.CONTEXT_DOCUMENT_IDS)
 #: Keys under which frameworks put the question in a JSON input (Haystack, DSPy, LlamaIndex internals).
@@ -48,6 +49,7 @@ class SpanReading:
     documents: list[RawDocument]
     problems: Problems
     dialect: Dialect
+    silent: bool = False  # a list without documents that does not say whether it found nothing
 
 
 @dataclass(slots=True)
@@ -91,28 +93,40 @@ def first_text(data: dict[str, Any], keys: tuple[str, ...]) -> str | None:
     return None
 
 
+#: Where OpenLLMetry's SDK puts its association properties (and LangChain's instrumentation the run
+#: metadata) on every span it sees, whatever the span's instrumentation.
+ASSOCIATION = "traceloop.association.properties."
+
+
 @dataclass(frozen=True)
 class CallerKeys:
-    """The keys under which a dialect's own key-value bag (OpenLLMetry's association properties,
-    LangChain run metadata, Langfuse metadata, ...) names the caller, its tenant and groups, and
-    the conversation: the first key present wins. Configurable (``otlp.caller_keys``)."""
+    """The keys under which a key-value bag of a dialect (OpenLLMetry's association properties,
+    LangChain run metadata, Langfuse metadata, ...) names the caller, its tenant and groups, the
+    conversation and the index: the first key present wins. Configurable (``otlp.caller_keys``)."""
 
     user: tuple[str, ...] = ("user_id", "user.id", "userId")
     session: tuple[str, ...] = ("session_id", "session.id", "sessionId", "thread_id")
-    tenant: tuple[str, ...] = ("tenant", "tenant_id")
+    tenant: tuple[str, ...] = ("tenant", "tenant_id", "customer_id")
     groups: tuple[str, ...] = ("groups",)
+    index: tuple[str, ...] = ("index",)
 
-    def facts(self, bag: Mapping[str, Any]) -> TraceFacts:
-        """What ``bag`` says of the caller, its tenant and groups, and the conversation; groups may
-        be a list or JSON text of one, or a comma-separated string."""
-        facts = TraceFacts()
-        if not bag:
-            return facts
-        facts.caller_id = next((t for t in (scalar_text(bag.get(k)) for k in self.user) if t), None)
-        facts.conversation = next((t for t in (scalar_text(bag.get(k)) for k in self.session) if t), None)
-        facts.tenant = next((t for t in (scalar_text(bag.get(k)) for k in self.tenant) if t), None)
-        facts.groups = next((g for g in (group_list(bag.get(k)) for k in self.groups) if g is not None), None)
-        return facts
+    def facts(self, get: Callable[[str], Any]) -> TraceFacts:
+        """What a bag says (``get``: its lookup, e.g. ``bag.get``) of the caller, its tenant and
+        groups, the conversation and the index; groups may be a list, JSON text of one, or a
+        comma-separated string."""
+        return TraceFacts(caller_id=_first_text(get, self.user), conversation=_first_text(get, self.session),
+                          tenant=_first_text(get, self.tenant), index=_first_text(get, self.index),
+                          groups=next((g for g in (group_list(get(k)) for k in self.groups) if g is not None), None))
+
+    @cached_property
+    def associated(self) -> Callable[[dict[str, Any]], TraceFacts]:
+        """:meth:`facts` of a span's association properties (lookups of the prefixed keys only)."""
+        keys = {key: ASSOCIATION + key for key in (*self.user, *self.session, *self.tenant, *self.groups, *self.index)}
+        return lambda attributes: self.facts(lambda key: attributes.get(keys[key]))
+
+
+def _first_text(get: Callable[[str], Any], keys: tuple[str, ...]) -> str | None:
+    return next((t for t in (scalar_text(get(k)) for k in keys) if t), None)
 
 
 def group_list(value: Any) -> list[str] | None:
@@ -139,17 +153,21 @@ class Dialect:
     markers: ClassVar[tuple[str, ...]] = ()
     #: Where the caller is looked for, by attribute name (to explain a trace read without one); a
     #: dialect adds its own places to these.
-    caller_places: ClassVar[tuple[str, ...]] = (sc.USER_ID, sc.ENDUSER_ID, f"{sc.METADATA}.groups", sc.CALLER_GROUPS)
+    caller_places: ClassVar[tuple[str, ...]] = (f"{ASSOCIATION}user_id", f"{ASSOCIATION}groups", sc.USER_ID,
+                                                sc.ENDUSER_ID, f"{sc.METADATA}.groups", sc.CALLER_GROUPS)
 
     def __init__(self, caller_keys: CallerKeys | None = None) -> None:
         self.caller_keys = caller_keys or CallerKeys()
 
     # --- as the span arrives ----------------------------------------------------------------
 
-    def read(self, span: Any, problems: Problems) -> tuple[str | None, list[RawDocument]]:
+    def read(self, span: Any, problems: Problems) -> tuple[str | None, list[RawDocument] | None]:
         """The list the span reports, as ``(kind, documents)`` with kind ``retriever`` or
-        ``reranker``; ``(None, [])`` for a span that reports none. An attribute that cannot be
-        used is appended to ``problems`` (its name in ``semconv.CHECKED_ATTRIBUTES``)."""
+        ``reranker``; ``(None, [])`` for a span that reports none. ``documents`` is None for a
+        list whose span does not say what it held when it holds nothing (OpenInference writes no
+        attribute for an empty list), ``[]`` for one that says it found nothing: an outermost
+        level that says so is an empty context (``ragmon.collectors.span_levels``). An attribute
+        that cannot be used is appended to ``problems`` (its name in ``semconv.CHECKED_ATTRIBUTES``)."""
         return None, []
 
     # --- when its trace is mapped -----------------------------------------------------------
@@ -197,10 +215,13 @@ class Dialect:
         """Caller, tenant, index and answer facts the span carries: here those an application
         sets by hand; a dialect adds its own places (and gives them precedence)."""
         a = span.attributes
-        facts = TraceFacts(caller_id=scalar_text(a.get(sc.USER_ID)) or scalar_text(a.get(sc.ENDUSER_ID)),
-                           groups=string_list(a.get(sc.CALLER_GROUPS)) if sc.CALLER_GROUPS in a else None,
-                           conversation=scalar_text(a.get(sc.SESSION_ID)) or scalar_text(a.get(sc.GENAI_CONVERSATION)),
-                           index=scalar_text(a.get(sc.GENAI_DATA_SOURCE)))
+        facts = self.caller_keys.associated(a)  # set by OpenLLMetry's SDK on spans of any instrumentation
+        facts.caller_id = facts.caller_id or scalar_text(a.get(sc.USER_ID)) or scalar_text(a.get(sc.ENDUSER_ID))
+        if facts.groups is None and sc.CALLER_GROUPS in a:
+            facts.groups = string_list(a.get(sc.CALLER_GROUPS))
+        facts.conversation = facts.conversation or scalar_text(a.get(sc.SESSION_ID)) or scalar_text(
+            a.get(sc.GENAI_CONVERSATION))
+        facts.index = facts.index or scalar_text(a.get(sc.GENAI_DATA_SOURCE))
         return metadata_facts(metadata_of(span), facts)
 
     def lacks(self, spans: list[Any]) -> tuple[str, ...]:

@@ -21,10 +21,12 @@ class GenAI(Dialect):
     name = "genai"
     markers: ClassVar[tuple[str, ...]] = (sc.GENAI_OPERATION,)
 
-    def read(self, span: Any, problems: Problems) -> tuple[str | None, list[RawDocument]]:
-        if span.attributes.get(sc.GENAI_OPERATION) != sc.GENAI_RETRIEVAL:
+    def read(self, span: Any, problems: Problems) -> tuple[str | None, list[RawDocument] | None]:
+        a = span.attributes
+        if a.get(sc.GENAI_OPERATION) != sc.GENAI_RETRIEVAL:
             return None, []
-        return "retriever", documents_of(span.attributes, problems)
+        # without the (opt-in) documents attribute the span does not say what it found
+        return "retriever", documents_of(a, problems) if sc.GENAI_DOCUMENTS in a else None
 
     def own_list_name(self, span: Any, kind: str) -> str:
         return span.name  # "retrieval {gen_ai.data_source.id}": the whole name says which store

@@ -29,7 +29,7 @@ class OpenInference(Dialect):
     scopes: ClassVar[tuple[str, ...]] = ("openinference.instrumentation.",)
     markers: ClassVar[tuple[str, ...]] = (sc.SPAN_KIND,)
 
-    def read(self, span: Any, problems: Problems) -> tuple[str | None, list[RawDocument]]:
+    def read(self, span: Any, problems: Problems) -> tuple[str | None, list[RawDocument] | None]:
         a = span.attributes
         kind = a.get(sc.SPAN_KIND)
         found = _KINDS.get(kind) if type(kind) is str else None
@@ -40,7 +40,7 @@ class OpenInference(Dialect):
         documents = documents_of(a, found[1], problems)
         if found[0] == "retriever":
             documents = _with_output_ids(a, documents)
-        return found[0], documents
+        return found[0], documents or None  # no attribute for an empty list: it cannot say it found nothing
 
     def own_list_name(self, span: Any, kind: str) -> str:
         a = span.attributes

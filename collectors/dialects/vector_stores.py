@@ -21,7 +21,7 @@ class VectorStores(Dialect):
     scopes: ClassVar[tuple[str, ...]] = tuple(f"opentelemetry.instrumentation.{name}" for name in _INSTRUMENTATIONS)
     markers: ClassVar[tuple[str, ...]] = sc.DB_SYSTEMS
 
-    def read(self, span: Any, problems: Problems) -> tuple[str | None, list[RawDocument]]:
+    def read(self, span: Any, problems: Problems) -> tuple[str | None, list[RawDocument] | None]:
         a = span.attributes
         system = next((a[key] for key in sc.DB_SYSTEMS if a.get(key)), None)
         if system is None:

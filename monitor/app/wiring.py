@@ -268,11 +268,13 @@ def build_otlp(runtime: Runtime):
     config = runtime.settings.otlp
     if not config.enabled:
         return None
+    from ragmon.collectors.dialects import CallerKeys, Dialects
     from ragmon.collectors.otlp import OtlpReceiver, TraceAssembler
     from ragmon.collectors.passage_ids import PassageNamer
     from ragmon.collectors.span_mapping import SpanMapper
 
-    mapping = {"mapper": SpanMapper(PassageNamer(config.passage_id_keys, config.doc_id_keys)),
+    caller_keys = CallerKeys(**{kind: tuple(keys) for kind, keys in config.caller_keys.items()})
+    mapping = {"mapper": SpanMapper(PassageNamer(config.passage_id_keys, config.doc_id_keys), Dialects(caller_keys)),
                "report": runtime.metrics}
     assembler = TraceAssembler(config.assembly_wait_seconds, config.max_pending_traces, config.max_spans_per_trace,
                                root_grace=config.root_grace_seconds, max_bytes=config.max_pending_bytes)

@@ -209,6 +209,9 @@ class HttpConfig(ConfigSection):
         return hosts
 
 
+CALLER_KEY_KINDS = ("user", "session", "tenant", "groups", "index")
+
+
 class OtlpConfig(ConfigSection):
     """The OTLP/HTTP trace receiver (`POST /v1/traces` on the HTTP port)."""
 
@@ -246,6 +249,26 @@ class OtlpConfig(ConfigSection):
         default_factory=lambda: ["doc_id", "document_id", "ref_doc_id", "source", "file_path"],
         description="Document metadata keys naming a passage's document, first present wins.",
     )
+
+    caller_keys: dict[str, list[str]] = Field(
+        default_factory=lambda: {"user": ["user_id", "user.id", "userId"],
+                                 "session": ["session_id", "session.id", "sessionId", "thread_id"],
+                                 "tenant": ["tenant", "tenant_id", "customer_id"], "groups": ["groups"],
+                                 "index": ["index"]},
+        description="The keys naming the caller (`user`), the conversation (`session`), the tenant, the caller's "
+        "groups and the index in an instrumentation's own key-value properties (OpenLLMetry's association "
+        "properties, LangChain run metadata, ...), first present wins; a kind left out keeps its default keys.",
+    )
+
+    @field_validator("caller_keys")
+    @classmethod
+    def _caller_kinds(cls, keys: dict[str, list[str]]) -> dict[str, list[str]]:
+        unknown = sorted(keys.keys() - set(CALLER_KEY_KINDS))
+        if unknown:
+            raise ValueError(f"unknown kind {', '.join(unknown)} (one of {', '.join(CALLER_KEY_KINDS)})")
+        if any(not key for names in keys.values() for key in names):
+            raise ValueError("an empty key")
+        return keys
 
     @field_validator("passage_id_keys", "doc_id_keys")
     @classmethod

@@ -3,7 +3,7 @@ attribute; a trace may mix dialects; and what the closest dialect of an unread t
 
 from __future__ import annotations
 
-from ragmon.collectors.dialects import DIALECTS, MAX_CACHED_SCOPES, Dialects
+from ragmon.collectors.dialects import DIALECTS, MAX_CACHED_SCOPES, CallerKeys, Dialects
 from ragmon.collectors.otlp_wire import Span, SpanEvent, parse_json
 
 T = "b" * 32
@@ -68,3 +68,31 @@ def test_dialect_names_are_unique_and_each_says_where_it_looks_for_a_caller():
     names = [d.name for d in DIALECTS]
     assert len(set(names)) == len(names) and "application" not in names
     assert all(d.caller_places for d in DIALECTS)
+
+
+def test_the_caller_keys_of_association_properties_are_configurable():
+    from ragmon.collectors.span_mapping import SpanMapper
+
+    a = "traceloop.association.properties."
+
+    def root() -> Span:
+        workflow = span(1, "traceloop.tracer", traceloop__span__kind="workflow", ragmon__context__document_ids=["d"])
+        workflow.attributes.update({f"{a}customer_id": "acme", f"{a}org": "initech", f"{a}user_id": "u-1",
+                                    f"{a}groups": "staff, hr"})
+        return workflow
+
+    assert SpanMapper().map([root()]).event["tenant"] == "acme"  # Traceloop's documented customer_id
+    event = SpanMapper(dialects=Dialects(CallerKeys(tenant=("org",)))).map([root()]).event
+    assert event["tenant"] == "initech" and event["caller"] == {"id": "u-1", "groups": ["staff", "hr"]}
+
+
+def test_caller_keys_in_the_config_are_checked(monkeypatch):
+    import pytest
+
+    from ragmon.monitor.config.settings import load_settings
+
+    monkeypatch.setenv("RAGMON_OTLP__CALLER_KEYS", '{"tenant": ["org"], "teams": ["x"]}')
+    with pytest.raises(Exception, match="unknown kind teams"):
+        load_settings(None)
+    monkeypatch.setenv("RAGMON_OTLP__CALLER_KEYS", '{"tenant": ["org"]}')
+    assert load_settings(None).otlp.caller_keys == {"tenant": ["org"]}
