@@ -114,24 +114,41 @@ class CallerKeys:
         """What a bag says (``get``: its lookup, e.g. ``bag.get``) of the caller, its tenant and
         groups, the conversation and the index; groups may be a list, JSON text of one, or a
         comma-separated string."""
-        return TraceFacts(caller_id=_first_text(get, self.user), conversation=_first_text(get, self.session),
-                          tenant=_first_text(get, self.tenant), index=_first_text(get, self.index),
-                          groups=next((g for g in (group_list(get(k)) for k in self.groups) if g is not None), None))
+        return self._facts(get, (self.user, self.session, self.tenant, self.groups, self.index))
+
+    def associated(self, attributes: dict[str, Any]) -> TraceFacts:
+        """:meth:`facts` of a span's association properties: a lookup per key, no scan."""
+        return self._facts(attributes.get, self._associated_keys)
 
     @cached_property
-    def associated(self) -> Callable[[dict[str, Any]], TraceFacts]:
-        """:meth:`facts` of a span's association properties (lookups of the prefixed keys only)."""
-        keys = {key: ASSOCIATION + key for key in (*self.user, *self.session, *self.tenant, *self.groups, *self.index)}
-        return lambda attributes: self.facts(lambda key: attributes.get(keys[key]))
+    def _associated_keys(self) -> tuple[tuple[str, ...], ...]:
+        return tuple(tuple(ASSOCIATION + key for key in keys)
+                     for keys in (self.user, self.session, self.tenant, self.groups, self.index))
+
+    @staticmethod
+    def _facts(get: Callable[[str], Any], keys: tuple[tuple[str, ...], ...]) -> TraceFacts:
+        user, session, tenant, groups, index = keys
+        return TraceFacts(caller_id=_first_text(get, user), conversation=_first_text(get, session),
+                          tenant=_first_text(get, tenant), index=_first_text(get, index),
+                          groups=next((g for g in map(group_list, map(get, groups)) if g is not None), None)
+                          if groups else None)
 
 
 def _first_text(get: Callable[[str], Any], keys: tuple[str, ...]) -> str | None:
-    return next((t for t in (scalar_text(get(k)) for k in keys) if t), None)
+    for key in keys:  # a loop, not a generator: this runs for every span of a trace
+        value = get(key)
+        if value is not None:
+            text = scalar_text(value)
+            if text:
+                return text
+    return None
 
 
 def group_list(value: Any) -> list[str] | None:
     """Groups as a list of strings, JSON text of one, or a comma-separated string; None for
     anything else."""
+    if value is None:
+        return None
     if isinstance(value, str) and not value.lstrip().startswith("["):
         return [g.strip() for g in value.split(",") if g.strip()]
     return string_list(value)
@@ -216,13 +233,13 @@ class Dialect:
         sets by hand; a dialect adds its own places (and gives them precedence)."""
         a = span.attributes
         facts = self.caller_keys.associated(a)  # set by OpenLLMetry's SDK on spans of any instrumentation
-        facts.caller_id = facts.caller_id or scalar_text(a.get(sc.USER_ID)) or scalar_text(a.get(sc.ENDUSER_ID))
+        facts.caller_id = facts.caller_id or _text(a, sc.USER_ID) or _text(a, sc.ENDUSER_ID)
         if facts.groups is None and sc.CALLER_GROUPS in a:
-            facts.groups = string_list(a.get(sc.CALLER_GROUPS))
-        facts.conversation = facts.conversation or scalar_text(a.get(sc.SESSION_ID)) or scalar_text(
-            a.get(sc.GENAI_CONVERSATION))
-        facts.index = facts.index or scalar_text(a.get(sc.GENAI_DATA_SOURCE))
-        return metadata_facts(metadata_of(span), facts)
+            facts.groups = string_list(a[sc.CALLER_GROUPS])
+        facts.conversation = facts.conversation or _text(a, sc.SESSION_ID) or _text(a, sc.GENAI_CONVERSATION)
+        facts.index = facts.index or _text(a, sc.GENAI_DATA_SOURCE)
+        metadata = a.get(sc.METADATA)
+        return metadata_facts(json_object(metadata), facts) if metadata else facts
 
     def lacks(self, spans: list[Any]) -> tuple[str, ...]:
         """For a trace whose spans of this dialect (``spans``) gave no retrieval: what this dialect
@@ -244,6 +261,11 @@ def check_application_attributes(attributes: dict[str, Any], problems: Problems)
     for key in (sc.CONTEXT_DOCUMENT_IDS, sc.CALLER_GROUPS):
         if key in attributes and string_list(attributes[key]) is None:
             problems.append((key, f"`{key}` is not a list of strings"))
+
+
+def _text(attributes: dict[str, Any], key: str) -> str | None:
+    value = attributes.get(key)
+    return None if value is None else scalar_text(value)
 
 
 def metadata_facts(metadata: dict[str, Any], facts: TraceFacts) -> TraceFacts:
