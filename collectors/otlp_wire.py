@@ -4,7 +4,8 @@ Only what the mapping to ragmon events needs is kept: ids, name, times, attribut
 resource's attributes, span events (vector stores such as Chroma report each result as a
 ``db.query.result`` event), and the instrumentation scope's name and version (which say the span's
 dialect: ``ragmon.collectors.dialects``). Attribute values become plain Python values: strings, numbers,
-booleans, bytes, lists, and dicts for key-value lists.
+booleans, bytes, lists, and dicts for key-value lists. The span's kind is kept to describe a trace
+ragmon cannot read (``ragmon.collectors.unread``).
 """
 
 from __future__ import annotations
@@ -45,6 +46,7 @@ class Span:
     reading: Any = None  # what ragmon.collectors.dialects.Dialects.read made of it, once it was read
     scope: str = ""  # the instrumentation scope's name (one string shared by the spans of a scope)
     scope_version: str = ""
+    kind: int = 0  # OTLP SpanKind: 0 unspecified, 1 internal, 2 server, 3 client, 4 producer, 5 consumer
 
     @property
     def duration_ms(self) -> float:
@@ -93,7 +95,8 @@ def parse_protobuf(body: bytes) -> list[Span]:
                 spans.append(Span(
                     span.trace_id.hex(), span.span_id.hex(), span.parent_span_id.hex(), span.name,
                     span.start_time_unix_nano, span.end_time_unix_nano,
-                    _protobuf_attributes(span.attributes), resource, events, scope=scope, scope_version=version))
+                    _protobuf_attributes(span.attributes), resource, events, scope=scope, scope_version=version,
+                    kind=span.kind))
     return spans
 
 
@@ -117,6 +120,18 @@ def _json_value(value: Any) -> Any:
 
 def _json_text(value: Any) -> str:
     return value if isinstance(value, str) else ""
+
+
+_KINDS = {"SPAN_KIND_UNSPECIFIED": 0, "SPAN_KIND_INTERNAL": 1, "SPAN_KIND_SERVER": 2, "SPAN_KIND_CLIENT": 3,
+          "SPAN_KIND_PRODUCER": 4, "SPAN_KIND_CONSUMER": 5}
+
+
+def _json_kind(value: Any) -> int:
+    """A span kind: OTLP/JSON writes the enum as its number; its name is taken too. Anything else
+    is unspecified (0): the kind only describes a span, it never fails one."""
+    if type(value) is int:
+        return value if 0 <= value <= 5 else 0
+    return _KINDS.get(value, 0) if isinstance(value, str) else 0
 
 
 def _json_id(value: Any) -> str:
@@ -154,7 +169,8 @@ def parse_json(body: bytes) -> list[Span]:
                         _json_id(span.get("traceId")), _json_id(span.get("spanId")), _json_id(span.get("parentSpanId")),
                         str(span.get("name", "")), int(span.get("startTimeUnixNano") or 0),
                         int(span.get("endTimeUnixNano") or 0), _attributes(span.get("attributes")), resource,
-                        _json_events(span.get("events")), scope=name, scope_version=version))
+                        _json_events(span.get("events")), scope=name, scope_version=version,
+                        kind=_json_kind(span.get("kind"))))
         return spans
     except PayloadError:
         raise

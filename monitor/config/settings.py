@@ -117,6 +117,9 @@ class LabelsConfig(ConfigSection):
     max_tenants: PositiveInt = Field(50, description="Tenant label values besides the allowlist.")
     max_indexes: PositiveInt = Field(50, description="Index label values besides the allowlist.")
     max_retrievers: PositiveInt = Field(10, description="Retriever label values.")
+    scopes: list[str] = Field(default_factory=list, description="OTLP instrumentation scopes always given their own "
+                              "label value (as shown: docs/events.md, \"Traces ragmon cannot read\").")
+    max_scopes: PositiveInt = Field(20, description="OTLP instrumentation scope label values besides the allowlist.")
 
 
 class HttpConfig(ConfigSection):
@@ -249,6 +252,13 @@ class OtlpConfig(ConfigSection):
         default_factory=lambda: ["doc_id", "document_id", "ref_doc_id", "source", "file_path"],
         description="Document metadata keys naming a passage's document, first present wins.",
     )
+    unread_digests_per_minute: PositiveFloat = Field(
+        10.0, description="Digests kept per minute, after a burst of a minute's worth, of traces ragmon cannot read "
+        "or reads without a caller or a context (`ragmon otlp unread`, `GET /api/v1/unread`); a trace shaped like one "
+        "kept in the last hour is only counted, as are those over this rate "
+        "(`ragmon_otlp_unread_digests_total`).")
+    unread_retention_days: PositiveFloat = Field(
+        7.0, description="Digests of unread traces older than this are deleted by the scheduler's `retention` job.")
 
     caller_keys: dict[str, list[str]] = Field(
         default_factory=lambda: {"user": ["user_id", "user.id", "userId"],
