@@ -299,3 +299,23 @@ def test_what_the_watch_keeps_fits_the_store_columns(missing):
     row = kept[0]
     assert len(row["scope"]) <= 256 and len(row["tenant"]) <= 256 and len(row["trace_id"]) <= 256
     assert len(row["lacked"]) <= 1024 and len(row["dialect"]) <= 32 and len(row["missing"]) <= 16
+
+
+def test_the_metrics_cap_scope_labels_and_count_the_private_ones():
+    from prometheus_client import CollectorRegistry
+
+    from ragmon.exporters.instruments import Metrics
+    from ragmon.exporters.prometheus import metric_sum
+    from ragmon.monitor.config.settings import LabelsConfig
+
+    metrics = Metrics(CollectorRegistry(), LabelsConfig(scopes=["kept"], max_scopes=2), shown=REDACTOR.shown_id)
+    names = ShownNames(REDACTOR.shown_id)
+    for scope in ("a", names.name(f"of {EMAIL}"), "c", "d", "kept"):
+        metrics.otlp_trace(scope, read=False, missing=("retrieval",))
+    metrics.otlp_trace("a", read=True, missing=("caller", "context"))
+    count = lambda name, **labels: metric_sum(metrics.registry, name, **labels)  # noqa: E731
+    assert [count("ragmon_otlp_traces_without_retrieval_total", scope=s) for s in
+            ("a", names.name(f"of {EMAIL}"), "other", "kept")] == [1, 1, 2, 1]
+    assert count("ragmon_otlp_traces_read_total", scope="a") == 1
+    assert [count("ragmon_otlp_traces_incomplete_total", scope="a", missing=m) for m in ("caller", "context")] == [1, 1]
+    assert count("ragmon_redacted_label_values_total", label="scope") == 1
