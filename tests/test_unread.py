@@ -42,15 +42,15 @@ def provider_to(server: RagmonServer, exporter_class, tenant: str | None) -> Tra
     return provider
 
 
-def traceloop_trace(provider: TracerProvider, retriever: str = "VectorIndexRetriever.task") -> str:
-    """Spans shaped as OpenLLMetry's LlamaIndex instrumentation makes them: no dialect ragmon reads
-    yet, but a GenAI operation name that is not `retrieval`."""
-    tracer = provider.get_tracer("opentelemetry.instrumentation.llamaindex", "0.62.4")
-    with tracer.start_as_current_span("RetrieverQueryEngine.workflow", kind=SpanKind.SERVER, attributes={
-            "traceloop.span.kind": "workflow", "traceloop.entity.input": SECRET}) as root, \
+def langsmith_trace(provider: TracerProvider, retriever: str = "VectorStoreRetriever") -> str:
+    """Spans shaped as LangSmith's OpenTelemetry export makes them for a LangChain chain: no dialect
+    ragmon reads, though its GenAI operation names are there (a retriever's is `embeddings`)."""
+    tracer = provider.get_tracer("langsmith", "0.15.1")
+    with tracer.start_as_current_span("RunnableSequence", kind=SpanKind.SERVER, attributes={
+            "langsmith.span.kind": "chain", "gen_ai.operation.name": "chain", "gen_ai.prompt": SECRET}) as root, \
             tracer.start_as_current_span(retriever, attributes={
-                "traceloop.span.kind": "task", "gen_ai.operation.name": "vector_db_retrieve",
-                "traceloop.entity.output": json.dumps([SECRET])}):
+                "langsmith.span.kind": "retriever", "gen_ai.operation.name": "embeddings",
+                "gen_ai.completion": json.dumps({"documents": [{"page_content": SECRET}]})}):
         pass
     return format(root.get_span_context().trace_id, "032x")
 
@@ -90,21 +90,21 @@ def test_traces_ragmon_cannot_read_are_counted_listed_and_said(tmp_path, exporte
            "RAGMON_HTTP__READ_TOKENS": '{"env:ACME_READ_TOKEN": ["acme"]}'}
     with RagmonServer(tmp_path, **env) as server:
         acme, globex, nobody = (provider_to(server, exporter_class, t) for t in ("acme", "globex", None))
-        unread = [traceloop_trace(acme) for _ in range(3)]  # one shape: one kept, two only counted
-        other_shape = traceloop_trace(acme, retriever="BM25Retriever.task")
-        no_tenant = traceloop_trace(nobody)
+        unread = [langsmith_trace(acme) for _ in range(3)]  # one shape: one kept, two only counted
+        other_shape = langsmith_trace(acme, retriever="BM25Retriever")
+        no_tenant = langsmith_trace(nobody)
         without_caller = openinference_trace(globex, caller=False, documents=True)
         without_context = openinference_trace(acme, caller=True, documents=False)
         complete = openinference_trace(acme, caller=True, documents=True)
         for provider in (acme, globex, nobody):
             provider.shutdown()
 
-        llamaindex = "opentelemetry.instrumentation.llamaindex"
+        langsmith = "langsmith"
         langchain = "openinference.instrumentation.langchain"
         assert wait_until(lambda: scraped(server.url, "ragmon_otlp_traces_read_total") == 3
                           and scraped(server.url, "ragmon_otlp_traces_without_retrieval_total") == 5)
         metrics = {(name, tuple(sorted(labels.items()))): scraped(server.url, name, **labels) for name, labels in (
-            ("ragmon_otlp_traces_without_retrieval_total", {"scope": llamaindex}),
+            ("ragmon_otlp_traces_without_retrieval_total", {"scope": langsmith}),
             ("ragmon_otlp_traces_read_total", {"scope": langchain}),
             ("ragmon_otlp_traces_incomplete_total", {"scope": langchain, "missing": "caller"}),
             ("ragmon_otlp_traces_incomplete_total", {"scope": langchain, "missing": "context"}),
@@ -119,12 +119,13 @@ def test_traces_ragmon_cannot_read_are_counted_listed_and_said(tmp_path, exporte
         assert complete not in {trace_id for trace_id, _ in rows}
         first = rows[(unread[0], "retrieval")]
         assert (first["tenant"], first["scope"], first["closest_dialect"], first["spans"]) == (
-            "acme", llamaindex, "genai", 2)
-        assert first["lacked"] == ("a span with gen_ai.operation.name = retrieval (its spans name: another value)")
-        assert first["digest"]["scopes"] == [{"name": llamaindex, "version": "0.62.4", "spans": 2}]
+            "acme", langsmith, "genai", 2)
+        assert first["lacked"] == ("a span of gen_ai.operation.name retrieval (the gen_ai.operation.name of its "
+                                   "spans: another value, embeddings)")
+        assert first["digest"]["scopes"] == [{"name": langsmith, "version": "0.15.1", "spans": 2}]
         assert {(g["name"], g["kind"]) for g in first["digest"]["groups"]} == {
-            ("RetrieverQueryEngine.workflow", "server"), ("VectorIndexRetriever.task", "internal")}
-        assert "traceloop.entity.output" in {k for g in first["digest"]["groups"] for k in g["keys"]}
+            ("RunnableSequence", "server"), ("VectorStoreRetriever", "internal")}
+        assert "gen_ai.completion" in {k for g in first["digest"]["groups"] for k in g["keys"]}
         assert rows[(no_tenant, "retrieval")]["tenant"] is None
         assert rows[(without_caller, "caller")]["tenant"] == "globex"
         assert rows[(without_caller, "caller")]["closest_dialect"] == "openinference"
@@ -137,7 +138,7 @@ def test_traces_ragmon_cannot_read_are_counted_listed_and_said(tmp_path, exporte
             assert answer.status_code == 200, answer.text
             return {(r["trace_id"], r["missing"]) for r in answer.json()["unread"]}
 
-        assert ids(READ, scope=llamaindex) == {(unread[0], "retrieval"), (other_shape, "retrieval"),
+        assert ids(READ, scope=langsmith) == {(unread[0], "retrieval"), (other_shape, "retrieval"),
                                                (no_tenant, "retrieval")}
         assert ids(READ, missing="caller") == {(without_caller, "caller")}
         assert ids(ACME_READ) == {(unread[0], "retrieval"), (other_shape, "retrieval"), (without_context, "context")}
@@ -152,11 +153,11 @@ def test_traces_ragmon_cannot_read_are_counted_listed_and_said(tmp_path, exporte
         assert bad.status_code == 400 and bad.json()["error"].startswith("missing:")
 
         # the command, beside the server
-        table = ragmon(server, "otlp", "unread", "--scope", llamaindex)
+        table = ragmon(server, "otlp", "unread", "--scope", langsmith)
         assert table.returncode == 0, table.stderr
         text = table.stdout.decode()
         assert "3 traces ragmon could not read or read in part" in text and unread[0] in text
-        assert "1 × RetrieverQueryEngine.workflow (server)" in text and "genai" in text
+        assert "1 × RunnableSequence (server)" in text and "genai" in text
         as_json = json.loads(ragmon(server, "otlp", "unread", "--missing", "context", "-o", "json").stdout)
         assert [(r["trace_id"], r["tenant"]) for r in as_json["unread"]] == [(without_context, "acme")]
         refused = ragmon(server, "otlp", "unread", "--since", "yesterday")
@@ -167,14 +168,14 @@ def test_traces_ragmon_cannot_read_are_counted_listed_and_said(tmp_path, exporte
         section = status.split("OTLP traces read, per instrumentation scope")[1].split("<h2>")[0]
         cells = re.findall(r"<tr><td>([^<]+)</td>(.*?)</tr>", section)
         shares = {scope: re.findall(r'<td class="n">(?:<span class="bad">)?([^<]+)', rest) for scope, rest in cells}
-        assert shares == {llamaindex: ["5", "0", "0%", "5", "0", "0"], langchain: ["3", "3", "100%", "0", "1", "1"]}
+        assert shares == {langsmith: ["5", "0", "0%", "5", "0", "0"], langchain: ["3", "3", "100%", "0", "1", "1"]}
 
         # said once per scope and thing missing, however many traces
         server.stop()
         log = server.log_path.read_text()
         said = [line for line in log.splitlines() if "WARNING ragmon.collectors.unread.watch" in line]
         assert [line.split(": OTLP traces of instrumentation scope ")[1].split(" (")[0] for line in said] == [
-            f"{llamaindex} yield no retrieval and go no further", f"{langchain} are read without a caller: their "
+            f"{langsmith} yield no retrieval and go no further", f"{langchain} are read without a caller: their "
             "permission checks see the tenant only", f"{langchain} are read without a context: nothing reached "
             "the model that ragmon could judge"]
 

@@ -2,12 +2,11 @@
 in words from a closed vocabulary: attribute names and the values of the dialects' own enums
 (OpenInference span kinds, GenAI operation names), never a value the application chose.
 
-The dialects are those ``collectors/semconv.py`` knows: OpenInference (``openinference.span.kind``),
-OTel GenAI (``gen_ai.operation.name``) and vector stores reporting results as span events
-(``db.system`` with ``db.query.result`` events). A span is marked by a dialect through one
-attribute looked up by name, never by a scan of its attributes; the closest dialect is the one
-marking most spans (ties in the order above). :class:`SemconvDialects` is one
-:class:`DialectGuess`; a registry of dialect readers can stand in its place.
+The dialect registry (``ragmon.collectors.dialects``) says which dialect claims most of a trace's
+spans and what that dialect needs for a retrieval (``Dialects.closest``); for a trace read without
+a caller, where the dialects of its spans look for one (``Dialect.caller_places``). Added here: the
+span kinds or operation names the closest dialect's spans did carry, and why a read trace has no
+context. :class:`DialectGuess` is the one question the watch asks, so it can be answered otherwise.
 """
 
 from __future__ import annotations
@@ -18,25 +17,27 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from ragmon.collectors import semconv as sc
+from ragmon.collectors.dialects import Dialects
 from ragmon.collectors.otlp_wire import Span
 
-OPENINFERENCE, GENAI, VECTOR_STORE = "openinference", "genai", "vector-store"
 RETRIEVAL, CALLER, CONTEXT = "retrieval", "caller", "context"  # what a trace can lack (``missing``)
 MISSING = (RETRIEVAL, CALLER, CONTEXT)
 
-#: OpenInference span kinds and GenAI operation names: closed sets, so they may be named.
-OPENINFERENCE_KINDS = ("CHAIN", "LLM", "RETRIEVER", "RERANKER", "EMBEDDING", "TOOL", "AGENT", "GUARDRAIL",
-                       "EVALUATOR", "PROMPT", "UNKNOWN")
-GENAI_OPERATIONS = ("chat", "text_completion", "generate_content", "embeddings", "retrieval", "execute_tool",
-                    "create_agent", "invoke_agent", "invoke_workflow")
+#: Each dialect's enum attribute, its closed set of values (these may be named), and whether a
+#: value is compared in upper case (as the OpenInference reader compares span kinds).
+_VOCABULARY = {
+    "openinference": (sc.SPAN_KIND, ("CHAIN", "LLM", "RETRIEVER", "RERANKER", "EMBEDDING", "TOOL", "AGENT",
+                                     "GUARDRAIL", "EVALUATOR", "PROMPT", "UNKNOWN"), True),
+    "genai": (sc.GENAI_OPERATION, ("chat", "text_completion", "generate_content", "embeddings", "retrieval",
+                                   "execute_tool", "create_agent", "invoke_agent", "invoke_workflow"), False),
+}
 ANOTHER = "another value"
-CALLER_KEYS = (sc.USER_ID, sc.ENDUSER_ID, sc.CALLER_GROUPS, f"{sc.METADATA}.groups")
 
 
 @dataclass(frozen=True, slots=True)
 class Closest:
-    """``dialect``: the closest dialect's name, None when no span carries any dialect's mark;
-    ``lacked``: what it lacked, in words."""
+    """``dialect``: the closest dialect's name, None when no span is any dialect's; ``lacked``:
+    what it lacked, in words."""
 
     dialect: str | None
     lacked: str
@@ -48,50 +49,39 @@ class DialectGuess(Protocol):
         :data:`MISSING`); ``unmapped``: passages the mapping left out for want of an id."""
 
 
-def _named(values: Counter[str], known: tuple[str, ...]) -> str:
-    """The values seen, most frequent first; those outside ``known`` together as "another value"."""
-    named: Counter[str] = Counter()
-    for value, n in values.items():
-        named[value if value in known else ANOTHER] += n
-    return ", ".join(name for name, _ in sorted(named.items(), key=lambda item: (-item[1], item[0])))
+class RegistryDialects:
+    """:class:`DialectGuess` answered by the dialect registry the receiver reads spans with."""
 
-
-class SemconvDialects:
-    """:class:`DialectGuess` from the conventions of ``collectors/semconv.py``."""
+    def __init__(self, dialects: Dialects | None = None) -> None:
+        self._dialects = dialects or Dialects()
 
     def closest(self, spans: Sequence[Span], missing: str, unmapped: int = 0) -> Closest:
-        kinds: Counter[str] = Counter()
-        operations: Counter[str] = Counter()
-        stores = with_results = 0
-        for span in spans:
-            a = span.attributes
-            kind = a.get(sc.SPAN_KIND)
-            if kind is not None:
-                kinds[str(kind).upper()] += 1
-            operation = a.get(sc.GENAI_OPERATION)
-            if operation is not None:
-                operations[str(operation)] += 1
-            if any(a.get(key) for key in sc.DB_SYSTEMS):
-                stores += 1
-                with_results += any(e.name == sc.DB_RESULT_EVENT for e in span.events)
-        marked = {OPENINFERENCE: kinds.total(), GENAI: operations.total(), VECTOR_STORE: stores}
-        dialect = max(marked, key=lambda name: marked[name]) if any(marked.values()) else None
+        found = self._dialects.closest(list(spans))
         if missing == CALLER:
-            return Closest(dialect, f"a caller: no span carries {', '.join(CALLER_KEYS[:-1])} or {CALLER_KEYS[-1]}")
+            spoken = {id(d): d for d in (self._dialects.reading(span).dialect for span in spans)}
+            places = list(dict.fromkeys(place for d in spoken.values() for place in d.caller_places))
+            return Closest(found.dialect, f"a caller: no span carries {', '.join(places[:-1])} or {places[-1]}")
         if missing == CONTEXT:
-            return Closest(dialect, _no_context(spans, unmapped))
-        if dialect == OPENINFERENCE:
-            return Closest(dialect, f"a span of kind {sc.RETRIEVER} or {sc.RERANKER} ({sc.SPAN_KIND} of its spans: "
-                           f"{_named(kinds, OPENINFERENCE_KINDS)})")
-        if dialect == GENAI:
-            return Closest(dialect, f"a span with {sc.GENAI_OPERATION} = {sc.GENAI_RETRIEVAL} (its spans name: "
-                           f"{_named(operations, GENAI_OPERATIONS)})")
-        if dialect == VECTOR_STORE:
-            held = f"{with_results} of its {stores} store spans have" if with_results else "none of its store spans has"
-            return Closest(dialect, f"a vector search with results: {sc.DB_RESULT_EVENT} events carrying "
-                           f"{sc.DB_RESULT}* attributes ({held} {sc.DB_RESULT_EVENT} events)")
-        return Closest(None, f"a dialect ragmon reads: no span carries {sc.SPAN_KIND}, {sc.GENAI_OPERATION} or "
-                       f"{' / '.join(sc.DB_SYSTEMS)}")
+            return Closest(found.dialect, _no_context(spans, unmapped))
+        lacked = "; ".join(found.lacked) or "a span that reports retrieved documents"
+        return Closest(found.dialect, lacked + _seen(found.dialect, spans))
+
+
+def _seen(dialect: str | None, spans: Sequence[Span]) -> str:
+    """What the dialect's enum attribute held on the spans, most frequent first, the values
+    outside its vocabulary together as "another value"; "" for a dialect without one."""
+    vocabulary = _VOCABULARY.get(dialect or "")
+    if vocabulary is None:
+        return ""
+    key, known, upper = vocabulary
+    named: Counter[str] = Counter()
+    for span in spans:
+        if key in span.attributes:
+            value = str(span.attributes[key])
+            value = value.upper() if upper else value
+            named[value if value in known else ANOTHER] += 1
+    words = ", ".join(sorted(named, key=lambda name: (-named[name], name)))
+    return f" (the {key} of its spans: {words})" if words else ""
 
 
 def _no_context(spans: Sequence[Span], unmapped: int) -> str:

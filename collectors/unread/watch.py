@@ -27,7 +27,7 @@ from typing import Any, Protocol
 
 from ragmon.collectors import semconv as sc
 from ragmon.collectors.otlp_wire import Span
-from ragmon.collectors.unread.closest import CALLER, CONTEXT, RETRIEVAL, Closest, DialectGuess, SemconvDialects
+from ragmon.collectors.unread.closest import CALLER, CONTEXT, RETRIEVAL, Closest, DialectGuess, RegistryDialects
 from ragmon.collectors.unread.digest import digest
 from ragmon.collectors.unread.names import ShownNames
 from ragmon.monitor.core.errors import Retryable
@@ -99,13 +99,14 @@ class UnreadWatch:
     def __init__(self, shown: Callable[[str], str], report: TraceReport, keep: Keep, *, per_minute: float = 10.0,
                  dialects: DialectGuess | None = None, clock: Callable[[], float] = time.time,
                  monotonic: Callable[[], float] = time.monotonic) -> None:
-        """``shown``: ``Redactor.shown_id``; ``clock`` stamps the rows, ``monotonic`` drives the
-        rate, the repeats and the warnings."""
+        """``shown``: ``Redactor.shown_id``; ``dialects``: what tells the closest dialect (the
+        receiver's dialect registry); ``clock`` stamps the rows, ``monotonic`` drives the rate, the
+        repeats and the warnings."""
         self._shown = shown
         self._names = ShownNames(shown)
         self._report = report
         self._keep = keep
-        self._dialects = dialects or SemconvDialects()
+        self._dialects = dialects or RegistryDialects()
         self._clock = clock
         self._monotonic = monotonic
         self._bucket = TokenBucket(per_minute / 60, max(1.0, per_minute), monotonic)

@@ -274,13 +274,15 @@ def build_otlp(runtime: Runtime):
     from ragmon.collectors.otlp import OtlpReceiver, TraceAssembler
     from ragmon.collectors.passage_ids import PassageNamer
     from ragmon.collectors.span_mapping import SpanMapper
+    from ragmon.collectors.unread.closest import RegistryDialects
     from ragmon.collectors.unread.watch import UnreadWatch
 
     caller_keys = CallerKeys(**{kind: tuple(keys) for kind, keys in config.caller_keys.items()})
+    mapper = SpanMapper(PassageNamer(config.passage_id_keys, config.doc_id_keys), Dialects(caller_keys))
     watch = UnreadWatch(runtime.redactor.shown_id, runtime.metrics, runtime.unread.add,
-                        per_minute=config.unread_digests_per_minute, clock=runtime.clock)
-    mapping = {"mapper": SpanMapper(PassageNamer(config.passage_id_keys, config.doc_id_keys), Dialects(caller_keys)),
-               "report": runtime.metrics, "watch": watch}
+                        per_minute=config.unread_digests_per_minute, dialects=RegistryDialects(mapper.dialects),
+                        clock=runtime.clock)
+    mapping = {"mapper": mapper, "report": runtime.metrics, "watch": watch}
     assembler = TraceAssembler(config.assembly_wait_seconds, config.max_pending_traces, config.max_spans_per_trace,
                                root_grace=config.root_grace_seconds, max_bytes=config.max_pending_bytes)
     if config.forward_to_kafka and runtime.settings.kafka.bootstrap_servers:

@@ -13,7 +13,7 @@ import pytest
 from pydantic import SecretStr
 
 from ragmon.collectors.otlp_wire import Span, SpanEvent
-from ragmon.collectors.unread.closest import CALLER, CONTEXT, RETRIEVAL, SemconvDialects
+from ragmon.collectors.unread.closest import CALLER, CONTEXT, RETRIEVAL, RegistryDialects
 from ragmon.collectors.unread.digest import MAX_BYTES, MAX_GROUPS, MAX_KEYS, MAX_SCOPES, MAX_TRACKED_GROUPS, digest
 from ragmon.collectors.unread.names import MAX_NAME_CHARS, UNNAMED, ShownNames
 from ragmon.collectors.unread.watch import (
@@ -146,24 +146,28 @@ def test_a_digest_of_hostile_names_holds_no_control_character():
 
 
 def test_the_closest_dialect_and_what_it_lacked():
-    dialects = SemconvDialects()
+    dialects = RegistryDialects()
     openinference = [span("chain", attributes={"openinference.span.kind": "CHAIN"}),
                      span("llm", attributes={"openinference.span.kind": "LLM"}),
                      span("odd", attributes={"openinference.span.kind": VALUE})]
     closest = dialects.closest(openinference, RETRIEVAL)
     assert closest.dialect == "openinference"
-    assert closest.lacked == ("a span of kind RETRIEVER or RERANKER (openinference.span.kind of its spans: "
-                              "CHAIN, LLM, another value)")
+    assert closest.lacked == ("a span of openinference.span.kind RETRIEVER or RERANKER (the openinference.span.kind "
+                              "of its spans: CHAIN, LLM, another value)")
     genai = [span("retrieve", attributes={"gen_ai.operation.name": "vector_db_retrieve"}),
              span("chat", attributes={"gen_ai.operation.name": "chat"})]
     assert dialects.closest(genai, RETRIEVAL).lacked == (
-        "a span with gen_ai.operation.name = retrieval (its spans name: another value, chat)")
+        "a span of gen_ai.operation.name retrieval (the gen_ai.operation.name of its spans: another value, chat)")
     store = [span("chroma.add", attributes={"db.system": "chroma", "db.operation": "add"})]
     closest = dialects.closest(store, RETRIEVAL)
-    assert closest.dialect == "vector-store" and "none of its store spans has db.query.result events" in closest.lacked
+    assert (closest.dialect, closest.lacked) == ("vector_store",
+                                                 "db.query.result span events with db.query.result.* attributes")
+    by_scope = dialects.closest([span("add", "opentelemetry.instrumentation.chromadb")], RETRIEVAL)
+    assert by_scope.dialect == "vector_store"  # its scope says so, without any marker attribute
     nothing = dialects.closest([span("GET /", attributes={"http.method": "GET"})], RETRIEVAL)
-    assert nothing.dialect is None and "no span carries openinference.span.kind" in nothing.lacked
-    assert "user.id" in dialects.closest(openinference, CALLER).lacked
+    assert nothing.dialect is None and "a span of a known instrumentation scope" in nothing.lacked
+    assert dialects.closest(openinference, CALLER).lacked == (
+        "a caller: no span carries user.id, enduser.id, metadata.groups or ragmon.caller.groups")
     assert "3 documents had nothing to name them" in dialects.closest(openinference, CONTEXT, unmapped=3).lacked
     assert "reported no document" in dialects.closest(openinference, CONTEXT).lacked
     for what in (RETRIEVAL, CALLER, CONTEXT):
