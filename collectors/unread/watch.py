@@ -74,9 +74,9 @@ def trace_scope(spans: Sequence[Span]) -> str:
     """The instrumentation scope a trace is counted under: the one most of its spans came from (a
     web framework's one server span does not hide the RAG framework's many), a tie going to the
     root span's scope, then to the first by name."""
-    first = spans[0].scope
-    if all(span.scope == first for span in spans):
-        return first
+    scopes = {span.scope for span in spans}
+    if len(scopes) == 1:  # nearly always: one instrumentation made the whole trace
+        return spans[0].scope
     counts = Counter(span.scope for span in spans)
     top = max(counts.values())
     tied = sorted(name for name, n in counts.items() if n == top)
