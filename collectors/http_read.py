@@ -1,6 +1,6 @@
 """The read side of the HTTP port: the status page (``GET /``), a page per trace
 (``GET /traces/{trace_id}``), and the read API (``GET /api/v1/findings``,
-``GET /api/v1/traces/{trace_id}``), each read as ``http_access.ReadAccess`` allows.
+``GET /api/v1/traces/{trace_id}``, ``GET /api/v1/unread``), each read as ``http_access.ReadAccess`` allows.
 
 A token scoped to tenants reads the API of its tenants only; the pages show every tenant, so
 they need the global read token (403 naming it otherwise).
@@ -19,7 +19,7 @@ from starlette.routing import Route
 from ragmon.collectors.http_access import ReadAccess, ReadRefused
 
 TENANT_TOKEN_PAGES = ("the status page and trace pages show every tenant: they need http.read_token; a tenant read "
-                      "token reads /api/v1/findings and /api/v1/traces/{id} of its tenants")
+                      "token reads /api/v1/findings, /api/v1/traces/{id} and /api/v1/unread of its tenants")
 NOT_FOUND_PAGE = ('<!doctype html><title>not found</title><p>ragmon holds nothing of this trace.</p>'
                   '<p><a href="/">status</a></p>')
 
@@ -32,6 +32,9 @@ class ReadApi(Protocol):
     def findings(self, params: Mapping[str, str], tenants: Collection[str] | None = None) -> dict[str, Any]: ...
 
     def trace(self, trace_id: str, tenants: Collection[str] | None = None) -> dict[str, Any] | None: ...
+
+    def unread(self, params: Mapping[str, str], tenants: Collection[str] | None = None) -> dict[str, Any]:
+        """The OTLP traces ragmon could not read, or read without a caller or a context."""
 
     def page(self) -> str:
         """The status page (HTML)."""
@@ -53,16 +56,21 @@ def read_routes(read_api: ReadApi, access: Callable[[], ReadAccess], limiter: Ca
         return JSONResponse({"error": str(error)}, status_code=error.status,
                             headers={"WWW-Authenticate": "Bearer"} if error.status == 401 else None)
 
-    async def findings(request: Request) -> Response:
-        try:
-            tenants = access().reader(request)
-        except ReadRefused as error:
-            return refused(error)
-        try:
-            page = await to_thread.run_sync(read_api.findings, dict(request.query_params), tenants, limiter=limiter)
-        except ValueError as error:
-            return JSONResponse({"error": str(error)}, status_code=400)
-        return JSONResponse(page)
+    def listing(read: Callable[[dict[str, str], frozenset[str] | None], dict[str, Any]]):
+        """A route answering a page of ``read`` (findings, unread traces) for the query's parameters."""
+
+        async def answer(request: Request) -> Response:
+            try:
+                tenants = access().reader(request)
+            except ReadRefused as error:
+                return refused(error)
+            try:
+                page = await to_thread.run_sync(read, dict(request.query_params), tenants, limiter=limiter)
+            except ValueError as error:
+                return JSONResponse({"error": str(error)}, status_code=400)
+            return JSONResponse(page)
+
+        return answer
 
     async def trace(request: Request) -> Response:
         try:
@@ -101,7 +109,8 @@ def read_routes(read_api: ReadApi, access: Callable[[], ReadAccess], limiter: Ca
             return HTMLResponse(NOT_FOUND_PAGE, status_code=404)
         return HTMLResponse(page)
 
-    return [Route("/api/v1/findings", findings, methods=["GET"]),
+    return [Route("/api/v1/findings", listing(read_api.findings), methods=["GET"]),
+            Route("/api/v1/unread", listing(read_api.unread), methods=["GET"]),
             Route("/api/v1/traces/{trace_id:path}", trace, methods=["GET"]),
             Route("/", status, methods=["GET"]),
             Route("/traces/{trace_id:path}", trace_page, methods=["GET"])]

@@ -6,7 +6,8 @@ seconds once its root span (the one without a parent, which ends and is exported
 the trace is then mapped
 to one ragmon trace event (``ragmon.collectors.span_mapping``) and goes through the pipeline like any
 other record (decoded, validated, dead-lettered if wrong), or is forwarded to the traces topic. A
-span set with no retrieval in it maps to no event and is only counted.
+span set with no retrieval in it maps to no event; it, and a trace read without a caller or a
+context, is counted by its instrumentation scope and explained (``ragmon.collectors.unread``).
 
 Answers follow OTLP: 200 with ``partial_success`` counting the spans it could not take and naming
 each attribute it could not read (the span is kept: only that attribute's contribution is lost),
@@ -31,7 +32,6 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTrace
 from ragmon.collectors.otlp_wire import PayloadError, Span, parse_json, parse_protobuf
 from ragmon.collectors.semconv import FEEDBACK_TRACE_ID
 from ragmon.collectors.span_mapping import Mapped, SpanMapper, feedback_event
-from ragmon.collectors.span_reading import read_span
 from ragmon.monitor.core.errors import Retryable
 from ragmon.monitor.core.records import Privilege, RawRecord
 from ragmon.monitor.core.retry import GaveUp, RetryPolicy, until_accepted
@@ -61,6 +61,24 @@ class NoReport:
         pass
 
     def mapped(self, mapped: Mapped) -> None:
+        pass
+
+
+class TraceWatch(Protocol):
+    """What sees every assembled trace beside its delivery (``collectors.unread.watch.UnreadWatch``)."""
+
+    def observe(self, spans: list[Span], event: dict[str, Any] | None, unmapped: int) -> None:
+        """One trace's spans and the event they mapped to (None: no retrieval)."""
+
+    def flush(self) -> None:
+        """Once per delivery round, after the round's traces were observed."""
+
+
+class NoWatch:
+    def observe(self, spans: list[Span], event: dict[str, Any] | None, unmapped: int) -> None:
+        pass
+
+    def flush(self) -> None:
         pass
 
 
@@ -180,11 +198,12 @@ class OtlpReceiver:
 
     def __init__(self, assembler: TraceAssembler, deliver: Deliver, *, interval: float = 0.5,
                  retry: RetryPolicy = BACKOFF, mapper: SpanMapper | None = None,
-                 report: MappingReport | None = None) -> None:
+                 report: MappingReport | None = None, watch: TraceWatch | None = None) -> None:
         self._assembler = assembler
         self._deliver = deliver
         self._mapper = mapper or SpanMapper()
         self._report = report or NoReport()
+        self._watch = watch or NoWatch()
         self._interval = interval
         self._retry = retry
         self._stop = threading.Event()
@@ -206,7 +225,7 @@ class OtlpReceiver:
         traced = [s for s in valid if not s.attributes.get(FEEDBACK_TRACE_ID)]
         problems = []
         for span in traced:  # read once, here, so that the answer can name what could not be used
-            span.reading = read_span(span)
+            span.reading = self._mapper.dialects.read(span)
             problems.extend((span.span_id, *problem) for problem in span.reading.problems)
         try:
             rejected += self._assembler.add(traced, len(body))
@@ -250,8 +269,10 @@ class OtlpReceiver:
         for spans in self._assembler.due(everything):
             mapped = _mapped(self._mapper, spans)
             self._report.mapped(mapped)
+            self._explaining(self._watch.observe, spans, mapped.event, mapped.unmapped)
             if mapped.event is not None:
                 events.append(mapped.event)
+        self._explaining(self._watch.flush)
         if not events:
             return
         records = self._records(events)
@@ -268,6 +289,14 @@ class OtlpReceiver:
                                                             error, delay))
         except GaveUp:
             self._undelivered = events  # stopping: the final flush at shutdown delivers them first
+
+    @staticmethod
+    def _explaining(call: Callable[..., None], *args: Any) -> None:
+        try:
+            call(*args)
+        except Exception as error:  # a bug explaining a trace must not keep it, or later ones, from delivery
+            log.error("could not explain an assembled OTLP trace (%s)", type(error).__name__)
+            log.debug("explaining failure", exc_info=True)
 
     def _records(self, events: list[dict[str, Any]]) -> list[RawRecord]:
         # an OTLP client holds the ingest token: its traces' letters say so (they change no catalog anyway)

@@ -1,9 +1,11 @@
 """OTLP trace export requests (protobuf or JSON) to plain :class:`Span` objects.
 
 Only what the mapping to ragmon events needs is kept: ids, name, times, attributes, the
-resource's attributes, and span events (vector stores such as Chroma report each result as a
-``db.query.result`` event). Attribute values become plain Python values: strings, numbers,
-booleans, bytes, lists, and dicts for key-value lists.
+resource's attributes, span events (vector stores such as Chroma report each result as a
+``db.query.result`` event), and the instrumentation scope's name and version (which say the span's
+dialect: ``ragmon.collectors.dialects``). Attribute values become plain Python values: strings, numbers,
+booleans, bytes, lists, and dicts for key-value lists. The span's kind is kept to describe a trace
+ragmon cannot read (``ragmon.collectors.unread``).
 """
 
 from __future__ import annotations
@@ -41,7 +43,10 @@ class Span:
     attributes: dict[str, Any] = field(default_factory=dict)
     resource: dict[str, Any] = field(default_factory=dict)
     events: list[SpanEvent] = field(default_factory=list)
-    reading: Any = None  # what ragmon.collectors.span_reading.read_span made of it, once it was read
+    reading: Any = None  # what ragmon.collectors.dialects.Dialects.read made of it, once it was read
+    scope: str = ""  # the instrumentation scope's name (one string shared by the spans of a scope)
+    scope_version: str = ""
+    kind: int = 0  # OTLP SpanKind: 0 unspecified, 1 internal, 2 server, 3 client, 4 producer, 5 consumer
 
     @property
     def duration_ms(self) -> float:
@@ -83,13 +88,15 @@ def parse_protobuf(body: bytes) -> list[Span]:
     for resource_spans in request.resource_spans:
         resource = _protobuf_attributes(resource_spans.resource.attributes)
         for scope_spans in resource_spans.scope_spans:
+            scope, version = scope_spans.scope.name, scope_spans.scope.version
             for span in scope_spans.spans:
                 events = [SpanEvent(e.name, e.time_unix_nano, _protobuf_attributes(e.attributes))
                           for e in span.events]
                 spans.append(Span(
                     span.trace_id.hex(), span.span_id.hex(), span.parent_span_id.hex(), span.name,
                     span.start_time_unix_nano, span.end_time_unix_nano,
-                    _protobuf_attributes(span.attributes), resource, events))
+                    _protobuf_attributes(span.attributes), resource, events, scope=scope, scope_version=version,
+                    kind=span.kind))
     return spans
 
 
@@ -109,6 +116,22 @@ def _json_value(value: Any) -> Any:
     if kind == "bytesValue":
         return base64.b64decode(inner)
     return inner
+
+
+def _json_text(value: Any) -> str:
+    return value if isinstance(value, str) else ""
+
+
+_KINDS = {"SPAN_KIND_UNSPECIFIED": 0, "SPAN_KIND_INTERNAL": 1, "SPAN_KIND_SERVER": 2, "SPAN_KIND_CLIENT": 3,
+          "SPAN_KIND_PRODUCER": 4, "SPAN_KIND_CONSUMER": 5}
+
+
+def _json_kind(value: Any) -> int:
+    """A span kind: OTLP/JSON writes the enum as its number; its name is taken too. Anything else
+    is unspecified (0): the kind only describes a span, it never fails one."""
+    if type(value) is int:
+        return value if 0 <= value <= 5 else 0
+    return _KINDS.get(value, 0) if isinstance(value, str) else 0
 
 
 def _json_id(value: Any) -> str:
@@ -139,12 +162,15 @@ def parse_json(body: bytes) -> list[Span]:
         for resource_spans in data.get("resourceSpans") or []:
             resource = _attributes((resource_spans.get("resource") or {}).get("attributes"))
             for scope_spans in resource_spans.get("scopeSpans") or []:
+                scope = scope_spans.get("scope") or {}
+                name, version = _json_text(scope.get("name")), _json_text(scope.get("version"))
                 for span in scope_spans.get("spans") or []:
                     spans.append(Span(
                         _json_id(span.get("traceId")), _json_id(span.get("spanId")), _json_id(span.get("parentSpanId")),
                         str(span.get("name", "")), int(span.get("startTimeUnixNano") or 0),
                         int(span.get("endTimeUnixNano") or 0), _attributes(span.get("attributes")), resource,
-                        _json_events(span.get("events"))))
+                        _json_events(span.get("events")), scope=name, scope_version=version,
+                        kind=_json_kind(span.get("kind"))))
         return spans
     except PayloadError:
         raise

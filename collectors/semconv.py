@@ -1,7 +1,7 @@
 """The span vocabulary ragmon reads and writes, in one place: OpenInference, the OTel GenAI
 conventions, vector-store result events, and ragmon's own attributes.
 
-The receiver reads spans with these names (``ragmon.collectors.span_reading``, then
+The receiver reads spans with these names (``ragmon.collectors.dialects``, then
 ``ragmon.collectors.span_mapping``); the emitter (``ragmon.collectors.emitter``) writes documents with
 :func:`document_attributes`. What ragmon emits is what it reads back.
 
@@ -74,7 +74,7 @@ PASSAGE_FIELDS = ("doc_id", "doc_version", "span", "acl", "indexed_at", "source_
 
 #: The attributes whose malformed values are reported (a closed set: a metric label).
 CHECKED_ATTRIBUTES = ("metadata", "document.metadata", "document.score", GENAI_DOCUMENTS, CONTEXT_DOCUMENT_IDS,
-                      CALLER_GROUPS, "db.query.result.metadata")
+                      CALLER_GROUPS, "db.query.result.metadata", "traceloop.entity.output")
 
 
 _decode_json = msgspec.json.Decoder().decode

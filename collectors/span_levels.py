@@ -1,25 +1,31 @@
 """The retrieval lists of one trace from the spans that report documents ("levels"), with nested
-spans of one retrieval made one list.
+spans of one retrieval made one list, and the list its caller got.
 
-A span of the same kind inside another (at any depth) is a level of the same retrieval. An empty
-level is never a list of its own. Levels with the same documents (same count; at each position the
-same id or the same content) are merged, the one with the most identifying data (ids, metadata)
-winning and the others filling in what it lacks; a nested level with other documents (the sources
-of a fusion retriever) stays a list of its own.
+A span of the same kind inside another (at any depth) is a level of the same retrieval. The
+outermost level that reports its list decides which documents the caller got:
+
+- a nested level with the same documents (same count; at each position the same id or the same
+  content) merges into it, the one with the most identifying data (ids, metadata) winning and the
+  others filling in what it lacks (DSPy's content-only ``Retrieve`` over ColBERT's ids);
+- a nested level of the same name (the same retriever reporting at another of its methods, as
+  LlamaIndex's ``retrieve`` around ``_retrieve``) only lends ids and metadata to the documents it
+  shares with it (by id, else by content): an inner level may hold an unfiltered top k that the
+  caller never got;
+- a nested level of another name with other documents (a source of a fusion retriever) stays a
+  list of its own; an empty nested level is never one;
+- a level that says it found nothing is an empty list, and when outermost an empty context, even
+  when a level inside it holds documents. A level that cannot say (OpenInference writes nothing
+  for an empty list) leaves the decision to the levels inside it.
 """
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
-from typing import Any
 
-from ragmon.collectors import semconv as sc
+from ragmon.collectors.dialects import Dialects
 from ragmon.collectors.otlp_wire import Span
-from ragmon.collectors.semconv import json_object
-from ragmon.collectors.span_reading import RawDocument, read_span
+from ragmon.collectors.span_reading import RawDocument
 
-_METHOD_SUFFIX = re.compile(r"\.[A-Za-z_]\w*$")
 MAX_DEPTH = 256  # parent chains longer than any real trace are cut (and cannot loop)
 
 
@@ -33,53 +39,20 @@ class Level:
     documents: list[RawDocument]
     children: list[Level] = field(default_factory=list)
     nested: bool = False
+    silent: bool = False  # empty because the span does not say what it held, not because it found nothing
 
     @property
     def identifying(self) -> int:
         return sum(bool(d.id) + bool(d.metadata) for d in self.documents)
 
 
-def _short(name: str) -> str:
-    """A span name without its method: ``BM25Retriever._retrieve`` -> ``BM25Retriever``."""
-    return _METHOD_SUFFIX.sub("", name) or name
-
-
-def level_of(span: Span) -> Level | None:
-    """The level a span is, if it reports documents (its reading is made here if the receiver
-    did not make it)."""
-    reading = span.reading if span.reading is not None else read_span(span)
+def level_of(span: Span, dialects: Dialects) -> Level | None:
+    """The level a span is, if it reports documents (read by its dialect)."""
+    reading = dialects.reading(span)
     if reading.kind is None:
         return None
-    a = span.attributes
-    own = json_object(a.get(sc.METADATA))
-    named = own.get("retriever") if isinstance(own.get("retriever"), str) else None
-    if reading.kind == "reranker":
-        model = a.get(sc.RERANKER_MODEL_NAME)
-        name = named or (model if isinstance(model, str) and model else _short(span.name)) or "reranker"
-        return Level(span, "reranker", name, reading.documents)
-    if a.get(sc.GENAI_OPERATION) == sc.GENAI_RETRIEVAL:
-        return Level(span, "retriever", named or span.name, reading.documents)
-    langchain = own.get(sc.LANGCHAIN_RETRIEVER_NAME)
-    name = named or (langchain if isinstance(langchain, str) and langchain else _short(span.name))
-    return Level(span, "retriever", name, _with_output_ids(a, reading.documents))
-
-
-def _with_output_ids(attributes: dict[str, Any], documents: list[RawDocument]) -> list[RawDocument]:
-    """LangChain's retriever spans carry each Document's content and metadata but not its id; the
-    span's JSON ``output.value`` lists the Documents with their ids. They are taken when the lists
-    agree document by document."""
-    if not documents or all(d.id for d in documents) or attributes.get(sc.OUTPUT_MIME_TYPE) != sc.JSON_MIME_TYPE:
-        return documents
-    listed = json_object(attributes.get(sc.OUTPUT_VALUE)).get("documents")
-    if not isinstance(listed, list) or len(listed) != len(documents):
-        return documents
-    pairs = list(zip(listed, documents, strict=True))
-    if not all(isinstance(item, dict) and item.get("page_content") == d.content for item, d in pairs):
-        return documents
-    for item, document in pairs:
-        if not document.id and isinstance(item.get("id"), str | int) and not isinstance(item.get("id"), bool):
-            document.id = str(item["id"]) or None
-    return documents
+    return Level(span, reading.kind, reading.dialect.list_name(span, reading.kind), reading.documents,
+                 silent=reading.silent)
 
 
 def nest(levels: list[Level], by_id: dict[str, Span]) -> list[Level]:
@@ -98,20 +71,53 @@ def nest(levels: list[Level], by_id: dict[str, Span]) -> list[Level]:
 
 
 def resolve(level: Level, depth: int = 0) -> list[Level]:
-    """The lists one outermost level and its nested levels stand for."""
-    below = [] if depth > MAX_DEPTH else [x for child in level.children for x in resolve(child, depth + 1)]
-    if not level.documents:
-        if below or level.nested:
-            return below  # an empty level is never a list of its own
-        # A retrieval that found nothing. It is named as it would be had it found something: by
-        # its innermost level (DSPy's ColBERTv2 inside Retrieve), where ids come from.
-        inner = level
-        while len(inner.children) == 1:
-            inner = inner.children[0]
-        return [Level(level.span, level.kind, inner.name, [], nested=level.nested)]
-    same = [x for x in below if _same_documents(x.documents, level.documents)]
-    rest = [x for x in below if all(x is not s for s in same)]
-    return [*rest, _merge(level, same)]
+    """The lists one level and its nested levels stand for; the last is the list the level's
+    caller got."""
+    lists: list[Level] = []  # sources of other retrievers, each a list of its own
+    same: list[Level] = []  # the same documents: merged, the best identified winning
+    lenders: list[Level] = []  # the same retriever at another method: lends to shared documents only
+    stand_in: list[Level] = []  # the nested levels' lists with documents, should this level not say
+    for child in level.children if depth <= MAX_DEPTH else []:
+        *sources, own = resolve(child, depth + 1)
+        lists.extend(sources)
+        stand_in.extend(x for x in [*sources, own] if x.documents)
+        if not own.documents:
+            continue  # an empty nested level is never a list of its own, and lends nothing
+        if level.documents and _same_documents(own.documents, level.documents):
+            same.append(own)
+        elif child.name == level.name:
+            lenders.append(own)
+        else:
+            lists.append(own)
+    if level.documents:
+        return [*lists, _lend(_merge(level, same), lenders)]
+    if level.silent and stand_in:
+        return stand_in  # the last of them stands for what the caller got
+    # Found nothing (or nothing below says otherwise). Named as it would be had it found
+    # something: by its innermost level (DSPy's ColBERTv2 inside Retrieve), where ids come from.
+    inner = level
+    while len(inner.children) == 1 and not lists:
+        inner = inner.children[0]
+    return [*lists, Level(level.span, level.kind, inner.name, [], nested=level.nested, silent=level.silent)]
+
+
+def _lend(level: Level, lenders: list[Level]) -> Level:
+    """Complete ``level``'s documents with the ids, scores, content and metadata of the same
+    documents (by id, else by content) in ``lenders``."""
+    for lender in lenders:
+        by_id = {d.id: d for d in lender.documents if d.id}
+        by_content = {d.content: d for d in lender.documents if d.content is not None}
+        for document in level.documents:
+            other = (by_id.get(document.id) if document.id else None) or (
+                by_content.get(document.content) if document.content is not None else None)
+            if other is None or (document.id and other.id and document.id != other.id):
+                continue
+            document.id = document.id or other.id
+            document.score = document.score if document.score is not None else other.score
+            document.content = document.content if document.content is not None else other.content
+            document.metadata = {**other.metadata, **document.metadata}
+            document.fields = {**other.fields, **document.fields}
+    return level
 
 
 def _same_documents(a: list[RawDocument], b: list[RawDocument]) -> bool:

@@ -124,6 +124,8 @@ class Metrics:
         self.tenant = LabelCap(labels.tenants, labels.max_tenants, shown, redacted.labels("tenant").inc)
         self.index = LabelCap(labels.indexes, labels.max_indexes, shown, redacted.labels("index").inc)
         self.retriever = LabelCap((), labels.max_retrievers, shown, redacted.labels("retriever").inc)
+        # scope names come shown already (collectors/unread/names.py): of_shown counts the redacted ones
+        self.scope = LabelCap(labels.scopes, labels.max_scopes, shown, redacted.labels("scope").inc)
         self.answers = made["ragmon_answers_total"]
         self.violations = made["ragmon_permission_violations_total"]
         self.unknown_acl = made["ragmon_unknown_acl_passages_total"]
@@ -172,8 +174,13 @@ class Metrics:
         # fed by the OTLP receiver (the MappingReport of ragmon.collectors.otlp)
         self.derived_ids = made["ragmon_derived_passage_ids_total"]
         self.unmapped = made["ragmon_unmapped_passages_total"]
-        self.without_retrieval = made["ragmon_otlp_traces_without_retrieval_total"]
         self.malformed = made["ragmon_malformed_span_attributes_total"]
+        # fed by the OTLP receiver's watch (the TraceReport of ragmon.collectors.unread.watch)
+        self.traces_read = made["ragmon_otlp_traces_read_total"]
+        self.without_retrieval = made["ragmon_otlp_traces_without_retrieval_total"]
+        self.incomplete = made["ragmon_otlp_traces_incomplete_total"]
+        self.unread_digests_total = made["ragmon_otlp_unread_digests_total"]
+        self._per_scope: dict[tuple[str, ...], Counter] = {}  # the children, as RequestDurations keeps them
 
     def malformed_attributes(self, attributes: list[str]) -> None:
         """OTLP span attributes the receiver could not read (names from a closed set)."""
@@ -186,5 +193,27 @@ class Metrics:
             self.derived_ids.labels(how).inc(n)
         if mapped.unmapped:
             self.unmapped.inc(mapped.unmapped)
-        if mapped.event is None:
-            self.without_retrieval.inc()
+
+    def otlp_trace(self, scope: str, read: bool, missing: Iterable[str]) -> None:
+        """One assembled OTLP trace of ``scope`` (a shown name): read into a trace event or not,
+        and what a read one lacked (``caller``, ``context``)."""
+        label = self.scope.of_shown(scope)
+        self._scoped("read" if read else "without_retrieval", label).inc()
+        if read:
+            for what in missing:
+                self._scoped("incomplete", label, what).inc()
+
+    def unread_digests(self, outcome: str, n: int) -> None:
+        """Digests of unread or incomplete OTLP traces: stored, repeated, rate_limited, failed."""
+        self.unread_digests_total.labels(outcome).inc(n)
+
+    def _scoped(self, which: str, scope: str, *missing: str) -> Counter:
+        """The child of counter ``which`` for ``scope`` (and ``missing``), kept: labels() builds
+        its key under a lock on every call."""
+        key = (which, scope, *missing)
+        child = self._per_scope.get(key)
+        if child is None:  # two threads may both get here: labels() hands both the same child
+            counter = {"read": self.traces_read, "without_retrieval": self.without_retrieval,
+                       "incomplete": self.incomplete}[which]
+            child = self._per_scope[key] = counter.labels(scope, *missing)
+        return child

@@ -33,9 +33,22 @@ METRICS: tuple[MetricSpec, ...] = (
                "(how=content_hash)."),
     MetricSpec("ragmon_unmapped_passages_total", "counter", (),
                "OTLP passages with nothing to name them (no id, no metadata key, no content): left out of their list."),
-    MetricSpec("ragmon_otlp_traces_without_retrieval_total", "counter", (),
-               "OTLP traces with no retrieval in them (an ingestion run, a bare model call): not questions answered "
-               "from an index, so not processed further."),
+    MetricSpec("ragmon_otlp_traces_read_total", "counter", ("scope",),
+               "OTLP traces mapped to a trace event, by instrumentation scope (`scope`: the scope most of the "
+               "trace's spans came from, as shown ids; capped by `labels.max_scopes`, then `other`)."),
+    MetricSpec("ragmon_otlp_traces_without_retrieval_total", "counter", ("scope",),
+               "OTLP traces with no retrieval ragmon could read in them (an ingestion run, a bare model call, an "
+               "instrumentation ragmon does not read), by instrumentation scope: not processed further; each is "
+               "explained by `ragmon otlp unread` (docs/events.md). Before the `scope` label this was one series: "
+               "`sum()` it for the former value."),
+    MetricSpec("ragmon_otlp_traces_incomplete_total", "counter", ("scope", "missing"),
+               "OTLP traces read (in `ragmon_otlp_traces_read_total`) without a caller (`missing=caller`) or "
+               "without a context (`missing=context`: no passage reached the model), by instrumentation scope; a "
+               "trace lacking both counts once for each. Listed by `ragmon otlp unread`."),
+    MetricSpec("ragmon_otlp_unread_digests_total", "counter", ("outcome",),
+               "Digests of OTLP traces not read, or read without a caller or a context: stored, repeated (shaped "
+               "like one stored in the last hour: only counted), rate_limited (`otlp.unread_digests_per_minute`), "
+               "failed (the database refused them: lost)."),
     MetricSpec("ragmon_malformed_span_attributes_total", "counter", ("attribute",),
                "OTLP span attributes that ragmon reads holding a value it cannot use (each named in the answer's "
                "partial_success); the span is kept without it."),
@@ -96,7 +109,8 @@ METRICS: tuple[MetricSpec, ...] = (
     MetricSpec("ragmon_job_last_success_timestamp_seconds", "gauge", ("scheduled_job",),
                "When each scheduled job last finished without error."),
     MetricSpec("ragmon_retention_deleted_total", "counter", ("kind",),
-               "Records deleted by retention: unlabeled samples, dead letters, findings."),
+               "Records deleted by retention: unlabeled samples, dead letters, findings, unread_traces (digests "
+               "of OTLP traces ragmon could not read)."),
     MetricSpec("ragmon_scheduler_leader", "gauge", (),
                "1 while this process holds the scheduler lock and runs the jobs."),
     MetricSpec("ragmon_catalog_source_syncs_total", "counter", ("source", "outcome"),
@@ -144,8 +158,8 @@ METRICS: tuple[MetricSpec, ...] = (
                "Observations a sink failed on (a bug: the other sinks still got them)."),
     MetricSpec("ragmon_build_info", "gauge", ("version",), "Always 1; the running ragmon version."),
     MetricSpec("ragmon_redacted_label_values_total", "counter", ("label",),
-               "Distinct tenant, index or retriever names exported as their shown ids (redacted text and a keyed "
-               "hash, docs/sampling.md): a redaction detector fired on them."),
+               "Distinct tenant, index, retriever or scope names exported as their shown ids (redacted text and a "
+               "keyed hash, docs/sampling.md): a redaction detector fired on them."),
     MetricSpec("ragmon_http_unauthenticated", "gauge", (),
                "1 when the HTTP port serves a non-loopback address without a token (http.allow_unauthenticated)."),
     MetricSpec("ragmon_http_request_duration_seconds", "histogram", ("route", "status"),
@@ -176,10 +190,12 @@ def reference_markdown() -> str:
         "Generated from `exporters/metrics.py` by `python -m ragmon.exporters.metrics > docs/metrics.md`.",
         "All metrics are served at `GET /metrics`. Label values come from closed sets: `tenant` and",
         "`index` are capped (the `labels` config: an allowlist, else the first 50 seen, then `other`),",
-        "`retriever` at 10; `stage`, `outcome`, `kind`, `value`, `direction`, `reason`, `source`,",
-        "`type` are enums. No user, trace, passage or document id and no text is ever a label value; a",
-        "tenant, index or retriever name a redaction detector fires on is exported as its shown id, as the",
-        "findings, samples and alerts show it (docs/sampling.md, \"Shown ids\").",
+        "`retriever` at 10, an OTLP instrumentation `scope` at 20; `stage`, `outcome`, `kind`, `value`,",
+        "`direction`, `reason`, `source`, `type`, `missing` are enums. No user, trace, passage or document",
+        "id and no text is ever a label value; a tenant, index, retriever or scope name a redaction",
+        "detector fires on is exported as its shown id, as the findings, samples and alerts show it",
+        "(docs/sampling.md, \"Shown ids\"); a scope name is also made visible (a control character as its",
+        "escape) and cut to 128 characters (docs/events.md, \"Traces ragmon cannot read\").",
         "`route` is one of the paths ragmon serves (a route with a trace id by its template), or `other`: a",
         "request for any other path adds no series.",
         "",

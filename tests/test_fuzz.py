@@ -259,7 +259,7 @@ def _mutated_request(seed: int) -> tuple[bytes, int, int]:
 @pytest.mark.slow
 @pytest.mark.xdist_group("cpu-bound-otlp")
 @pytest.mark.timeout(900)  # two processes: the slowest of the fuzzes
-def test_a_hundred_thousand_mutated_traces_through_otlp(tmp_path):
+def test_a_hundred_thousand_mutated_traces_through_otlp(tmp_path, caplog):
     """OpenInference spans of 100k traces, each mutated (bad trace ids, huge and binary strings,
     nested attribute values, NaN and infinite scores, absurd times, wrong attribute types, missing
     or orphaned spans, oversized passage lists, broken metadata JSON), in OTLP protobuf requests of
@@ -319,6 +319,7 @@ def test_a_hundred_thousand_mutated_traces_through_otlp(tmp_path):
     elapsed = time.monotonic() - started
     accepted, rejected = runtime.pipeline.stats.snapshot()
     without_retrieval = metric_sum(runtime.registry, "ragmon_otlp_traces_without_retrieval_total")
+    read = metric_sum(runtime.registry, "ragmon_otlp_traces_read_total")  # by scope: what the watch counted
     runtime.close()
     n_accepted = sum(n for (source, _), n in accepted.items() if source == "otlp")
     n_rejected = sum(n for (source, _), n in rejected.items() if source == "otlp")
@@ -326,6 +327,7 @@ def test_a_hundred_thousand_mutated_traces_through_otlp(tmp_path):
     # Spans over the per-trace bound would also be refused; these traces stay far below it.
     assert answered_refused == refused_spans
     assert n_accepted + n_rejected + without_retrieval == EVENTS - refused_traces  # every trace accounted for
+    assert read == n_accepted + n_rejected and "could not explain" not in caplog.text  # and explained
     assert set(reasons) <= {reason.value for reason in Reason} and n_accepted > EVENTS // 10 and len(reasons) >= 3
     letters = read_dead_letters(tmp_path / "dead.jsonl")
     assert Counter(letter["reason"] for letter in letters) == reasons

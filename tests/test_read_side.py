@@ -89,7 +89,7 @@ def test_a_wildcard_bind_with_an_ingest_token_and_no_read_token_keeps_reads_clos
             assert status == 403 and "reads are closed" in body and "http.read_token" in body, (path, who, body)
     assert "WARNING" in seen["log"] and "reads are closed: http.host 0.0.0.0" in seen["log"], seen["log"]
     assert "set http.read_token (RAGMON_HTTP__READ_TOKEN)" in seen["log"]
-    assert "/api/v1/findings, /api/v1/traces/{id} (closed: see the warning above)" in seen["log"]
+    assert "/api/v1/findings, /api/v1/traces/{id}, /api/v1/unread (closed: see the warning above)" in seen["log"]
 
 
 def test_a_wildcard_bind_opened_on_purpose_warns_that_reads_are_open_too(tmp_path):

@@ -42,6 +42,7 @@ from ragmon.monitor.app.cli_output import (
     visible,
 )
 from ragmon.monitor.app.cli_samples import samples
+from ragmon.monitor.app.cli_unread import otlp
 from ragmon.monitor.app.findings_view import ReadView
 from ragmon.monitor.app.wiring import (
     build_jobs,
@@ -385,7 +386,7 @@ def serve(ctx: click.Context, host: str | None, port: int | None) -> None:
     kafka = f", consuming {settings.kafka.traces_topic}" if settings.kafka.bootstrap_servers else ""
     routes = ("POST /v1/events" + (", POST /v1/traces" if otlp is not None else "") + ", GET /metrics, /healthz, "
               "/readyz")
-    reading = "GET / (status), /traces/{id}, /api/v1/findings, /api/v1/traces/{id}" + (
+    reading = "GET / (status), /traces/{id}, /api/v1/findings, /api/v1/traces/{id}, /api/v1/unread" + (
         " (closed: see the warning above)" if credentials.current.reads.closed else "")
     where = (f"{routes}; reads on port {read_port}: {reading}" if read_port else f"{routes}, {reading}")
     _announce(settings, f"ragmon serving on {_scheme(settings)}://{host}:{port}{kafka} ({where})")
@@ -636,6 +637,7 @@ main.add_command(trace)
 main.add_command(labels)
 main.add_command(erase_command)
 main.add_command(catalog)
+main.add_command(otlp)
 
 if __name__ == "__main__":
     main()

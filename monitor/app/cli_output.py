@@ -3,11 +3,15 @@ lists them), and the one rule by which a value reaches the terminal (:func:`visi
 
 from __future__ import annotations
 
-import re
 import sys
 
 from rich.console import Console
 from rich.text import Text
+
+# visible: each control, bidirectional or invisible format character of a value as its escape
+# (``\\x1b``, ``\\n``, ``\\u202e``). Every value a command prints that it did not write itself (ids,
+# tenants, reasons, file names, messages holding them) goes through it.
+from ragmon.monitor.core.visible import visible
 
 OK = 0
 FOUND = 1  # the command ran and found something wrong: rejected records, a failed gate, nothing found
@@ -18,33 +22,6 @@ PORT_IN_USE = 4  # `serve`, `scheduler`: the address is taken or cannot be bound
 WIDE = 100_000  # columns when stdout is not a terminal: table rows are never folded, a script can grep them
 
 errors = Console(stderr=True, soft_wrap=True)  # a line is never folded: logs and scripts read it whole
-
-# What a value may not bring to a terminal as it is: every C0 control (newline and tab too: a value
-# is one cell, one line), DEL, every C1 control (CSI U+009B and OSC U+009D act like ESC sequences on
-# many terminals), the Unicode bidirectional marks, embeddings, overrides and isolates (they reorder
-# what is shown around them), the line and paragraph separators, and the invisible format characters
-# (zero-width spaces and joiners, word joiner, byte-order mark, tag characters), with which two
-# different ids would look the same.
-_UNSAFE = re.compile("[\x00-\x1f\x7f-\x9f\u061c\u200b-\u200f\u2028\u2029\u202a-\u202e\u2060-\u2069\ufeff"
-                     "\U000e0000-\U000e007f]")
-_NAMED = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
-
-
-def _escape(match: re.Match[str]) -> str:
-    char = match.group()
-    code = ord(char)
-    if char in _NAMED:
-        return _NAMED[char]
-    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}" if code < 0x10000 else f"\\U{code:08x}"
-
-
-def visible(value: object) -> str:
-    """``value`` as text a terminal shows and does not obey: each character of :data:`_UNSAFE`
-    becomes its escape as Python writes it (``\\x1b``, ``\\x9b``, ``\\n``, ``\\t``, ``\\u202e``);
-    everything else is kept, a backslash too. Every value a command prints that it did not write
-    itself (ids, tenants, reasons, file names, messages holding them) goes through here."""
-    text = str(value)
-    return _UNSAFE.sub(_escape, text) if _UNSAFE.search(text) else text
 
 
 def shown(value: object, style: str = "") -> Text:

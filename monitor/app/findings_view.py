@@ -1,6 +1,7 @@
 """What the read API and the CLI show of the findings: a page of findings, and one trace with its
 findings and its sample. ``collectors/http.py`` serves these as ``GET /api/v1/findings`` and
 ``GET /api/v1/traces/{trace_id}``; ``ragmon findings list`` and ``ragmon trace show`` print them.
+:class:`ReadView` serves the unread OTLP traces too (``unread_view.py``).
 
 Ids a sender chose (trace ids, tenants, index names) are stored by their shown id
 (``Redactor.shown_id``, docs/sampling.md "Shown ids"): a reader may give either the id itself or
@@ -18,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import SecretStr
 
+from ragmon.collectors.unread.names import ShownNames
 from ragmon.monitor.app.status_page import StatusPage
 from ragmon.monitor.config.settings import ConfigError, Settings
 from ragmon.monitor.findings.query import QueryError, query_from
@@ -51,6 +53,11 @@ class StoredIds:
             raise QueryError(f"{parameter}: this id is stored by a keyed hash; set redaction.caller_key (as the "
                              "serving process has it) to look it up") from None
         return (shown,) if shown == value else (shown, value)
+
+    def shown_id(self, value: str) -> str:
+        """``Redactor.shown_id`` of the reading process (raises ValueError when the id needs a key
+        this process lacks)."""
+        return self._redactor.shown_id(value)
 
     def scope(self, tenants: Iterable[str]) -> frozenset[str]:
         """The stored tenant values a reader scoped to ``tenants`` (as configured) may see."""
@@ -110,6 +117,7 @@ class ReadView:
         self._runtime = runtime
         self._status = StatusPage(runtime, runtime.clock)
         self._ids = StoredIds(runtime.redactor)
+        self._names = ShownNames(self._ids.shown_id)
 
     def findings(self, params: Mapping[str, str], tenants: Collection[str] | None = None) -> dict[str, Any]:
         scope = None if tenants is None else self._ids.scope(tenants)
@@ -118,6 +126,12 @@ class ReadView:
     def trace(self, trace_id: str, tenants: Collection[str] | None = None) -> dict[str, Any] | None:
         scope = None if tenants is None else self._ids.scope(tenants)
         return trace_view(self._runtime.findings, self._runtime.samples, trace_id, self._ids, tenants=scope)
+
+    def unread(self, params: Mapping[str, str], tenants: Collection[str] | None = None) -> dict[str, Any]:
+        from ragmon.monitor.app.unread_view import unread_page  # which imports this module's StoredIds
+
+        scope = None if tenants is None else self._ids.scope(tenants)
+        return unread_page(self._runtime.unread, params, self._runtime.clock(), self._ids, self._names, tenants=scope)
 
     def page(self) -> str:
         return self._status.render()

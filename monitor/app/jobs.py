@@ -65,6 +65,8 @@ class Jobs:
     prune_findings: Callable[[float], int] | None = None  # (before) -> deleted findings
     findings_retention_days: float = 14.0
     catalog_sync: CatalogSync | None = None  # the catalog sources, when some are configured
+    prune_unread: Callable[[float], int] | None = None  # (before) -> deleted digests of unread OTLP traces
+    unread_retention_days: float = 7.0
 
     def run(self, job_id: str) -> bool:
         """Run one job by id, logging and counting the outcome; True when it succeeded."""
@@ -142,17 +144,22 @@ class Jobs:
         return results
 
     def retention(self) -> str:
-        """Delete unlabeled samples, dead letters and findings older than their retention."""
+        """Delete unlabeled samples, dead letters, findings and digests of unread OTLP traces older
+        than their retention."""
         now = self.clock()
         samples = self.samples.delete_unlabeled_before(now - self.config.sample_retention_days * 86400)
         letters = (self.prune_dead_letters(now - self.config.dead_letter_retention_days * 86400)
                    if self.prune_dead_letters is not None else 0)
         findings = (self.prune_findings(now - self.findings_retention_days * 86400)
                     if self.prune_findings is not None else 0)
+        unread = (self.prune_unread(now - self.unread_retention_days * 86400)
+                  if self.prune_unread is not None else 0)
         self.metrics.retention_deleted.labels("samples").inc(samples)
         self.metrics.retention_deleted.labels("dead_letters").inc(letters)
         self.metrics.retention_deleted.labels("findings").inc(findings)
-        return f"{samples} unlabeled samples, {letters} dead letters and {findings} findings deleted"
+        self.metrics.retention_deleted.labels("unread_traces").inc(unread)
+        return (f"{samples} unlabeled samples, {letters} dead letters, {findings} findings and {unread} digests of "
+                "unread traces deleted")
 
     def _record_probes(self, results: Sequence[ProbeResult], now: float) -> None:
         """Probe results into the metrics and the pushed alerts; one log line per failure, naming

@@ -1,7 +1,8 @@
 """The status page of ``ragmon serve`` (``GET /``) and a page per trace (``GET /traces/{id}``):
 server-rendered HTML, no script, refreshing itself. What an on-call engineer looks at first:
-ingest and dead letters, signals per tenant and index, pushed alerts, the latest findings (each
-linking to its trace's page), the labeling queue, and catalog health.
+ingest and dead letters, the OTLP traces read per instrumentation scope, signals per tenant and
+index, pushed alerts, the latest findings (each linking to its trace's page), the labeling queue,
+and catalog health.
 
 Everything shown is what the metrics, the findings and the stores already hold (ids, counts,
 rules in words): no query or passage text. Every value goes through :func:`html.escape`.
@@ -31,6 +32,7 @@ if TYPE_CHECKING:
 REFRESH_SECONDS = 3  # a new leak shows within 5 s
 LATEST_FINDINGS = 20  # findings listed, newest first; all of them through GET /api/v1/findings
 SIGNAL_ROWS = 50  # (tenant, index) rows of the signals: the labels' caps allow 51 x 51 of them
+SCOPE_ROWS = 25  # instrumentation scopes (labels.max_scopes, 20 by default, the allowlist and `other`)
 ALERT_ROWS = 20
 CATALOG_ROWS = 50  # indexes listed, the stalest first
 TRACE_FINDINGS = 100  # a trace's findings on its page (a trace has a handful); all through the API
@@ -47,6 +49,11 @@ SIGNAL_COLUMNS: tuple[tuple[str, str, dict[str, str]], ...] = (
     ("mixed embeddings", "ragmon_mixed_embedding_results_total", {}),
     ("rephrases", "ragmon_rephrases_total", {}),
 )
+# (metric, its `missing` label) -> the column of the scopes table counting it
+_SCOPE_COLUMNS = {("ragmon_otlp_traces_read_total", ""): "read",
+                  ("ragmon_otlp_traces_without_retrieval_total", ""): "no retrieval",
+                  ("ragmon_otlp_traces_incomplete_total", "caller"): "no caller",
+                  ("ragmon_otlp_traces_incomplete_total", "context"): "no context"}
 _STYLE = """body{font:14px system-ui,sans-serif;margin:1.5em;color:#222}h1{font-size:1.3em}
 h2{font-size:1.05em;margin-top:1.6em}table{border-collapse:collapse}td,th{padding:.25em .7em;
 border-bottom:1px solid #ddd;text-align:left;vertical-align:top}td.n{text-align:right}
@@ -108,8 +115,8 @@ class StatusPage:
         now = self._clock()
         body = (f"<h1>ragmon</h1><p class=\"muted\">{_e(_when(now))}, refreshes every {REFRESH_SECONDS} s · "
                 f'<a href="/metrics">metrics</a> · <a href="/api/v1/findings">findings (JSON)</a></p>'
-                + self._ingest(now) + self._signals() + self._alerts() + self._findings() + self._samples()
-                + self._catalog(now))
+                + self._ingest(now) + self._scopes() + self._signals() + self._alerts() + self._findings()
+                + self._samples() + self._catalog(now))
         return _page("ragmon status", body, REFRESH_SECONDS)
 
     def trace(self, stored_id: str) -> str | None:
@@ -164,6 +171,35 @@ class StatusPage:
         return ("<h2>ingest</h2>" + _table(("source", "events", "per second", "duplicates", "last event"), rows,
                                             numeric=(1, 2, 3))
                 + "<h2>dead letters by reason</h2>" + letters)
+
+    def _scopes(self) -> str:
+        """OTLP traces per instrumentation scope: how many were read, the share, and how many were
+        not (no retrieval) or were read without a caller or a context (from the metrics)."""
+        counts: dict[str, Counter[str]] = defaultdict(Counter)
+        for family in self._runtime.registry.collect():
+            for sample in family.samples:
+                column = _SCOPE_COLUMNS.get((sample.name, sample.labels.get("missing", "")))
+                if column is not None and "scope" in sample.labels:
+                    counts[sample.labels["scope"]][column] += sample.value
+
+        def share(row: Counter[str]) -> float:
+            total = row["read"] + row["no retrieval"]
+            return row["read"] / total if total else 1.0
+
+        ordered = sorted(counts.items(), key=lambda item: (share(item[1]), -item[1]["read"], item[0]))
+        rows = []
+        for scope, row in ordered[:SCOPE_ROWS]:
+            unread = int(row["no retrieval"])
+            rows.append((_e(scope), _e(int(row["read"] + unread)), _e(int(row["read"])), f"{share(row):.0%}",
+                         f'<span class="bad">{unread}</span>' if unread else "0", _e(int(row["no caller"])),
+                         _e(int(row["no context"]))))
+        unread_link = '<a href="/api/v1/unread">/api/v1/unread</a>'
+        return ("<h2>OTLP traces read, per instrumentation scope</h2>"
+                + _table(("scope", "traces", "read", "share read", "no retrieval", "read without caller",
+                          "read without context"), rows, numeric=range(1, 7))
+                + f'<p class="muted">what each lacked: {unread_link} or <code>ragmon otlp unread</code></p>'
+                + _part(len(rows), len(counts), ', the least read first; all of them in <a href="/metrics">/metrics'
+                        '</a>'))
 
     def _signals(self) -> str:
         wanted = {metric for _, metric, _ in SIGNAL_COLUMNS}

@@ -51,6 +51,7 @@ from ragmon.monitor.storage.catalog_store import CatalogPersistence, load_catalo
 from ragmon.monitor.storage.score_share import BaselineSharing, ScoreShare, replica_name
 from ragmon.monitor.storage.served_documents import ServedDocuments
 from ragmon.monitor.storage.store import await_schema, make_engine
+from ragmon.monitor.storage.unread_store import UnreadStore
 
 if TYPE_CHECKING:
     from ragmon.monitor.app.telemetry import SelfTelemetry
@@ -118,7 +119,8 @@ def build_jobs(runtime: Runtime, standalone: bool = False) -> Jobs:
                 runtime.catalog, runtime.metrics, runtime.alerts, prune, runtime.clock, retrieve, push, reload,
                 tracer=runtime.telemetry.jobs if runtime.telemetry is not None else None,
                 prune_findings=runtime.findings.prune, findings_retention_days=settings.findings.retention_days,
-                catalog_sync=build_catalog_sync(runtime) if settings.catalog.sources else None)
+                catalog_sync=build_catalog_sync(runtime) if settings.catalog.sources else None,
+                prune_unread=runtime.unread.prune, unread_retention_days=settings.otlp.unread_retention_days)
 
 
 def build_catalog_sync(runtime: Runtime, environ: Mapping[str, str] | None = None,
@@ -294,12 +296,19 @@ def build_otlp(runtime: Runtime):
     config = runtime.settings.otlp
     if not config.enabled:
         return None
+    from ragmon.collectors.dialects import CallerKeys, Dialects
     from ragmon.collectors.otlp import OtlpReceiver, TraceAssembler
     from ragmon.collectors.passage_ids import PassageNamer
     from ragmon.collectors.span_mapping import SpanMapper
+    from ragmon.collectors.unread.closest import RegistryDialects
+    from ragmon.collectors.unread.watch import UnreadWatch
 
-    mapping = {"mapper": SpanMapper(PassageNamer(config.passage_id_keys, config.doc_id_keys)),
-               "report": runtime.metrics}
+    caller_keys = CallerKeys(**{kind: tuple(keys) for kind, keys in config.caller_keys.items()})
+    mapper = SpanMapper(PassageNamer(config.passage_id_keys, config.doc_id_keys), Dialects(caller_keys))
+    watch = UnreadWatch(runtime.redactor.shown_id, runtime.metrics, runtime.unread.add,
+                        per_minute=config.unread_digests_per_minute, dialects=RegistryDialects(mapper.dialects),
+                        clock=runtime.clock)
+    mapping = {"mapper": mapper, "report": runtime.metrics, "watch": watch}
     assembler = TraceAssembler(config.assembly_wait_seconds, config.max_pending_traces, config.max_spans_per_trace,
                                root_grace=config.root_grace_seconds, max_bytes=config.max_pending_bytes)
     if config.forward_to_kafka and runtime.settings.kafka.bootstrap_servers:
@@ -338,6 +347,7 @@ class Runtime:
     dead_letters: DeadLetterSink
     findings: FindingsStore
     redactor: Redactor  # the one the stores were written with: how an id is shown (shown_id)
+    unread: UnreadStore  # digests of the OTLP traces ragmon could not read (collectors/unread)
     alerts: AlertDispatcher | None = None  # the direct push, when a target is configured
     telemetry: SelfTelemetry | None = None  # ragmon's own spans, when telemetry.otlp_endpoint is set
 
@@ -441,7 +451,7 @@ def build_runtime(
     log.info("runtime ready: %d documents and %d index entries in the catalog",
              len(catalog.documents), len(catalog.indexed))
     return Runtime(settings, clock, engine, catalog, signals, registry, metrics, pipeline, samples, dead_letters,
-                   findings, redactor, alerts, telemetry)
+                   findings, redactor, UnreadStore(engine), alerts, telemetry)
 
 
 def _baseline_sharing(settings: Settings, engine: Engine, signals: SignalEngine,

@@ -137,6 +137,9 @@ class LabelsConfig(ConfigSection):
     max_tenants: PositiveInt = Field(50, description="Tenant label values besides the allowlist.")
     max_indexes: PositiveInt = Field(50, description="Index label values besides the allowlist.")
     max_retrievers: PositiveInt = Field(10, description="Retriever label values.")
+    scopes: list[str] = Field(default_factory=list, description="OTLP instrumentation scopes always given their own "
+                              "label value (as shown: docs/events.md, \"Traces ragmon cannot read\").")
+    max_scopes: PositiveInt = Field(20, description="OTLP instrumentation scope label values besides the allowlist.")
 
 
 class HttpConfig(ConfigSection):
@@ -248,6 +251,9 @@ class HttpConfig(ConfigSection):
         return hosts
 
 
+CALLER_KEY_KINDS = ("user", "session", "tenant", "groups", "index")
+
+
 class OtlpConfig(ConfigSection):
     """The OTLP/HTTP trace receiver (`POST /v1/traces` on the HTTP port)."""
 
@@ -285,6 +291,33 @@ class OtlpConfig(ConfigSection):
         default_factory=lambda: ["doc_id", "document_id", "ref_doc_id", "source", "file_path"],
         description="Document metadata keys naming a passage's document, first present wins.",
     )
+    unread_digests_per_minute: PositiveFloat = Field(
+        10.0, description="Digests kept per minute, after a burst of a minute's worth, of traces ragmon cannot read "
+        "or reads without a caller or a context (`ragmon otlp unread`, `GET /api/v1/unread`); a trace shaped like one "
+        "kept in the last hour is only counted, as are those over this rate "
+        "(`ragmon_otlp_unread_digests_total`).")
+    unread_retention_days: PositiveFloat = Field(
+        7.0, description="Digests of unread traces older than this are deleted by the scheduler's `retention` job.")
+
+    caller_keys: dict[str, list[str]] = Field(
+        default_factory=lambda: {"user": ["user_id", "user.id", "userId"],
+                                 "session": ["session_id", "session.id", "sessionId", "thread_id"],
+                                 "tenant": ["tenant", "tenant_id", "customer_id"], "groups": ["groups"],
+                                 "index": ["index"]},
+        description="The keys naming the caller (`user`), the conversation (`session`), the tenant, the caller's "
+        "groups and the index in an instrumentation's own key-value properties (OpenLLMetry's association "
+        "properties, LangChain run metadata, ...), first present wins; a kind left out keeps its default keys.",
+    )
+
+    @field_validator("caller_keys")
+    @classmethod
+    def _caller_kinds(cls, keys: dict[str, list[str]]) -> dict[str, list[str]]:
+        unknown = sorted(keys.keys() - set(CALLER_KEY_KINDS))
+        if unknown:
+            raise ValueError(f"unknown kind {', '.join(unknown)} (one of {', '.join(CALLER_KEY_KINDS)})")
+        if any(not key for names in keys.values() for key in names):
+            raise ValueError("an empty key")
+        return keys
 
     @field_validator("passage_id_keys", "doc_id_keys")
     @classmethod

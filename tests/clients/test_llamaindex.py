@@ -12,6 +12,7 @@ from tests.clients.plans import standard_plan
 
 def test_llamaindex_bm25_query_engine_and_explicit_context(ragmon_servers, tmp_path):
     plan = standard_plan("llamaindex")
+    plan["questions"].append("Which train goes to the seaside?")  # no word of the corpus: BM25 pads with zeros
     run = run_app("llamaindex_app", ragmon_servers, plan, tmp_path)
     expectations, report = assert_agrees(ragmon_servers, run), run.report
     by_question = {q["question"]: expectations[q["trace_id"]] for q in report["questions"]}
@@ -24,6 +25,9 @@ def test_llamaindex_bm25_query_engine_and_explicit_context(ragmon_servers, tmp_p
     # the similarity cutoff dropped passages the application's explicit context leaves out
     explicit = by_question[plan["questions"][4]]
     assert len(explicit.lists) == 1 and set(explicit.context) < set(explicit.lists[0])
+    # the application's retriever dropped the zero-score padding: nested spans, the outermost's list
+    nothing = by_question[plan["questions"][5]]
+    assert nothing.lists == [[]] and nothing.context == []
     # the run reached what the corpus holds: a leak of another group's document, a revocation only
     # the catalog knows, and a stale version
     doc_of = {d["id"]: d["metadata"]["doc_id"] for q in report["questions"] for docs in q["lists"] for d in docs}

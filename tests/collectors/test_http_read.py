@@ -19,7 +19,7 @@ from ragmon.monitor.config.settings import ConfigError, load_settings
 from ragmon.monitor.core.pipeline import BatchResult
 
 INGEST, READ, ACME, GLOBEX = "ingest-0123456789", "read-0123456789", "acme-reader-0123", "globex-reader-012"
-READ_PATHS = ("/", "/traces/t1", "/api/v1/findings", "/api/v1/traces/t1")
+READ_PATHS = ("/", "/traces/t1", "/api/v1/findings", "/api/v1/traces/t1", "/api/v1/unread")
 
 
 class FakeReads:
@@ -34,6 +34,11 @@ class FakeReads:
         if trace_id == "boom":
             raise RuntimeError("a bug")
         return {"trace_id": trace_id, "tenants": None if tenants is None else sorted(tenants)}
+
+    def unread(self, params: Mapping[str, str], tenants: Collection[str] | None = None) -> dict[str, Any]:
+        if params.get("missing") == "bad":
+            raise ValueError("missing: 'bad' is not one of retrieval, caller, context")
+        return {"unread": [], "next_cursor": None, "tenants": None if tenants is None else sorted(tenants)}
 
     def page(self) -> str:
         return "<!doctype html><title>ragmon status</title><p>status</p>"
@@ -68,6 +73,10 @@ def test_a_tenant_token_reads_the_api_of_its_tenants_and_no_page():
     assert client.get("/api/v1/findings", headers=bearer(ACME)).json()["tenants"] == ["acme"]
     assert client.get("/api/v1/traces/t1", headers=bearer(GLOBEX)).json()["tenants"] == ["globex", "initech"]
     assert client.get("/api/v1/findings", headers=bearer(READ)).json()["tenants"] is None
+    assert client.get("/api/v1/unread", headers=bearer(GLOBEX)).json()["tenants"] == ["globex", "initech"]
+    assert client.get("/api/v1/unread", headers=bearer(READ)).json()["tenants"] is None
+    bad = client.get("/api/v1/unread", params={"missing": "bad"}, headers=bearer(ACME))
+    assert bad.status_code == 400 and bad.json()["error"].startswith("missing:")
     for path in ("/", "/traces/t1"):
         refused = client.get(path, headers=bearer(ACME))
         assert refused.status_code == 403 and "need http.read_token" in refused.json()["error"]

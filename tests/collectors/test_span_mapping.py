@@ -4,14 +4,15 @@ conformance suite in tests/clients/ runs the frameworks themselves)."""
 from __future__ import annotations
 
 import hashlib
+import json
 
 import pytest
 
+from ragmon.collectors.dialects import Dialects
 from ragmon.collectors.otlp_wire import Span, SpanEvent
 from ragmon.collectors.passage_ids import PassageNamer
 from ragmon.collectors.semconv import CHECKED_ATTRIBUTES
 from ragmon.collectors.span_mapping import SpanMapper
-from ragmon.collectors.span_reading import read_span
 
 T = "a" * 32
 MS = 1_000_000
@@ -235,7 +236,7 @@ def test_attributes_ragmon_cannot_use_are_named(attributes, expected):
     kind = {} if "gen_ai.retrieval.documents" in attributes else {"openinference.span.kind": "RETRIEVER"}
     if not kind:
         kind = {"gen_ai.operation.name": "retrieval"}
-    problems = read_span(Span(T, "1" * 16, "", "s", 0, 1, {**kind, **attributes})).problems
+    problems = Dialects().read(Span(T, "1" * 16, "", "s", 0, 1, {**kind, **attributes})).problems
     assert [attribute for attribute, _ in problems] == expected
     assert set(expected) <= set(CHECKED_ATTRIBUTES)  # a metric label: a closed set
     assert all(str(v) not in detail for (_, detail), v in zip(problems, attributes.values(), strict=False))
@@ -269,3 +270,89 @@ def test_a_prompt_builder_is_no_generation():
     mock = span(2, None, "MockLLM.predict", 11, 20, openinference__span__kind="LLM", llm__model_name="unknown",
                 llm__prompt_template__template="{context_str}", output__value="text text")
     assert mapped(found, mock).event["answer"]["text"] == "text text"
+
+
+# --- the list the caller got, of nested retriever spans ----------------------------------------
+
+
+def nodes(*scored: tuple[str, str, float]) -> str:
+    """OpenLLMetry's LlamaIndex output: a JSON array of JSON-encoded NodeWithScore objects."""
+    return json.dumps([json.dumps({"node": {"id_": i, "metadata": {"doc_id": i.split("#")[0]},
+                                            "text_resource": {"text": text}}, "score": score})
+                       for i, text, score in scored])
+
+
+def llamaindex(span_id, parent, name, start, end, output, **arguments) -> Span:
+    s = span(span_id, parent, name, start, end, traceloop__span__kind="task" if parent else "workflow",
+             traceloop__entity__input=json.dumps(arguments), traceloop__entity__output=output)
+    s.scope = "opentelemetry.instrumentation.llamaindex"
+    return s
+
+
+def test_the_outermost_level_decides_and_an_inner_level_of_the_same_retriever_only_lends():
+    # a retriever that filters weak matches: retrieve -> _retrieve (filtered) -> _retrieve (the store's top k)
+    query = {"query_str": "q"}
+    outer = llamaindex(1, None, "ConfidentRetriever.workflow", 0, 30, "[]", str_or_query_bundle="q")
+    middle = llamaindex(2, 1, "ConfidentRetriever.task", 1, 29, "[]", query_bundle=query)
+    inner = llamaindex(3, 2, "ConfidentRetriever.task", 2, 28, nodes(("pay#0", "payroll", 0.2), ("x#0", "x", 0.0)),
+                       query_bundle=query)
+    event = mapped(outer, middle, inner).event
+    assert ids(event) == [[]] and context_of(event) == []  # the caller got nothing: no context, no list of padding
+    kept = llamaindex(1, None, "ConfidentRetriever.workflow", 0, 30, nodes(("pay#0", "payroll", 0.9)),
+                      str_or_query_bundle="q")
+    inner.parent_id = kept.span_id
+    event = mapped(kept, inner).event
+    assert ids(event) == [["pay#0"]] and event["retrievals"][0]["retriever"] == "ConfidentRetriever"
+    assert event["query"] == "q" and event["retrievals"][0]["passages"][0]["score"] == 0.9
+
+
+def test_an_outer_level_that_says_it_found_nothing_is_an_empty_context_beside_its_sources():
+    root = span(1, None, "answer", 0, 50, user__id="u")
+    said = span(2, 1, "retrieval kb", 1, 40, gen_ai__operation__name="retrieval", gen_ai__retrieval__documents=[])
+    store = span(3, 2, "chroma.query", 2, 30, db__system="chroma", db__operation="query")
+    store.events = [SpanEvent("db.query.result", 0, {"db.query.result.id": "c-1"})]
+    event = mapped(root, said, store).event
+    assert ids(event) == [["c-1"], []] and context_of(event) == []
+    silent = span(2, 1, "retrieval kb", 1, 40, gen_ai__operation__name="retrieval")  # says nothing: the store's list
+    event = mapped(root, silent, store).event
+    assert ids(event) == [["c-1"]] and [p["id"] for p in context_of(event)] == ["c-1"]
+
+
+def test_openllmetry_llamaindex_postprocessor_is_a_reranker_and_the_root_workflow_the_question_and_answer():
+    root = llamaindex(1, None, "RetrieverQueryEngine.workflow", 0, 100,
+                      json.dumps({"response": "Five days.", "metadata": {}}), str_or_query_bundle="vacation?")
+    found = llamaindex(2, 1, "VectorIndexRetriever.task", 1, 20, nodes(("a#0", "a", 0.8), ("b#0", "b", 0.1)),
+                       str_or_query_bundle={"query_str": "vacation?"})
+    cut = llamaindex(3, 1, "SimilarityPostprocessor.task", 21, 30, nodes(("a#0", "a", 0.8)),
+                     nodes=["..."], query_bundle={"query_str": "vacation?"})
+    chat = span(4, 1, "MockLLM.task", 31, 90, gen_ai__output__messages=json.dumps(
+        [{"role": "assistant", "parts": [{"type": "text", "content": "inner text"}]}]))
+    event = mapped(root, found, cut, chat).event
+    assert ids(event) == [["a#0", "b#0"], ["a#0"]] and [p["id"] for p in context_of(event)] == ["a#0"]
+    assert event["retrievals"][1]["retriever"] == "SimilarityPostprocessor"
+    assert (event["query"], event["answer"]["text"]) == ("vacation?", "Five days.")
+    assert event["retrievals"][0]["passages"][0] == {"id": "a#0", "score": 0.8, "text": "a", "doc_id": "a"}
+
+
+def test_openllmetry_langchain_retriever_and_the_caller_in_association_properties():
+    a = "traceloop__association__properties__"
+    root = span(1, None, "RunnableSequence.workflow", 0, 100, traceloop__span__kind="workflow",
+                traceloop__entity__input=json.dumps({"inputs": "how many days?"}),
+                traceloop__entity__output=json.dumps({"outputs": "Five."}),
+                **{f"{a}user_id": "u-1", f"{a}session_id": "s-1", f"{a}tenant": "acme", f"{a}groups": ["staff"]})
+    found = span(2, 1, "vector_db_retrieve BM25Retriever", 1, 20, gen_ai__operation__name="vector_db_retrieve",
+                 traceloop__span__kind="task", traceloop__entity__name="BM25Retriever",
+                 traceloop__entity__input=json.dumps({"query": "how many days?"}),
+                 traceloop__entity__output=json.dumps({"documents": [
+                     {"page_content": "five days", "metadata": {"source": "leave.md", "page": 2}}], "count": 1}),
+                 **{f"{a}ls_retriever_name": "bm25", f"{a}user_id": "u-1"})
+    for s in (root, found):
+        s.scope = "opentelemetry.instrumentation.langchain"
+    event = mapped(root, found).event
+    assert ids(event) == [["leave.md#2"]] and event["retrievals"][0]["retriever"] == "bm25"
+    assert (event["query"], event["answer"]["text"], event["tenant"]) == ("how many days?", "Five.", "acme")
+    assert event["caller"] == {"id": "u-1", "groups": ["staff"]} and event["conversation_id"] == "s-1"
+    off = span(2, 1, "vector_db_retrieve BM25Retriever", 1, 20, gen_ai__operation__name="vector_db_retrieve")
+    off.scope = "opentelemetry.instrumentation.langchain"
+    assert mapped(root, off).event["retrievals"] == [{"retriever": "vector_db_retrieve BM25Retriever",
+                                                      "passages": []}]  # no output (content tracing off)

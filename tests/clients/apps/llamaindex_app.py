@@ -7,7 +7,10 @@
    as its built-in rerankers do, so the instrumentation reports a RERANKER span;
 3. a query engine whose similarity cutoff drops passages (question 5): no span says which
    passages the model got, so the application names them in ``ragmon.context.document_ids`` on
-   its own root span, with the caller in ``user.id`` and ``ragmon.caller.groups``.
+   its own root span, with the caller in ``user.id`` and ``ragmon.caller.groups``;
+4. a retriever of the application's that drops BM25's zero-score padding (any further question):
+   nested RETRIEVER spans of which the outermost reports what the caller got, for a question about
+   nothing in the corpus nothing (OpenInference writes no documents then, on any of them).
 """
 
 from __future__ import annotations
@@ -132,4 +135,17 @@ def with_explicit_context(question: str):
 question = plan["questions"][4]
 response, trace_id = one_trace(roots, lambda: with_explicit_context(question))
 asked(question, [documents_of(recorder.seen[-1])], documents_of(response.source_nodes), str(response), trace_id)
+
+
+class ConfidentBM25Retriever(BM25Retriever):
+    """Drops the zero-score nodes BM25 pads its top k with."""
+
+    def _retrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
+        return [n for n in super()._retrieve(query_bundle) if (n.score or 0) > 0]
+
+
+confident = ConfidentBM25Retriever.from_defaults(nodes=nodes, similarity_top_k=2)
+for question in plan["questions"][5:]:  # about nothing in the corpus: the caller gets nothing
+    found, trace_id = one_trace(roots, under_caller(lambda q=question: confident.retrieve(q)))
+    asked(question, [documents_of(found)], documents_of(found), None, trace_id)
 report(tracer_provider, {"questions": questions, "traces_without_retrieval": 1})

@@ -56,17 +56,37 @@ class Roots(SpanProcessor):
             self.trace_ids.append(format(span.context.trace_id, "032x"))
 
 
+def span_processors(exports: list[str]) -> list[SpanProcessor]:
+    """A span processor exporting to each ``PROCESSOR:ENCODING=URL``."""
+    processors = []
+    for spec in exports:
+        kind, url = spec.split("=", 1)
+        processor, encoding = kind.split(":")
+        exporter = EXPORTERS[encoding](endpoint=f"{url}/v1/traces", timeout=30)
+        processors.append(PROCESSORS[processor](exporter))
+    return processors
+
+
 def provider(exports: list[str], resource: dict[str, Any] | None = None) -> tuple[TracerProvider, Roots]:
     """A TracerProvider exporting every span to each ``PROCESSOR:ENCODING=URL``."""
     tracer_provider = TracerProvider(resource=Resource.create({"service.name": "rag-app", **(resource or {})}))
     roots = Roots()
     tracer_provider.add_span_processor(roots)
-    for spec in exports:
-        kind, url = spec.split("=", 1)
-        processor, encoding = kind.split(":")
-        exporter = EXPORTERS[encoding](endpoint=f"{url}/v1/traces", timeout=30)
-        tracer_provider.add_span_processor(PROCESSORS[processor](exporter))
+    for processor in span_processors(exports):
+        tracer_provider.add_span_processor(processor)
     return tracer_provider, roots
+
+
+def traceloop_provider(exports: list[str]) -> tuple[TracerProvider, Roots]:
+    """OpenLLMetry's SDK set up as its users set it up, ``Traceloop.init`` (its default
+    instrumentations, the global TracerProvider), with span processors of our own: each
+    ``PROCESSOR:ENCODING=URL``, and the one that notes the root spans."""
+    from opentelemetry import trace
+    from traceloop.sdk import Traceloop
+
+    roots = Roots()
+    Traceloop.init(app_name="rag-app", processor=[roots, *span_processors(exports)], telemetry_enabled=False)
+    return trace.get_tracer_provider(), roots
 
 
 def one_trace(roots: Roots, run: Callable[[], Any]) -> tuple[Any, str]:

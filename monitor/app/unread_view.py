@@ -1,0 +1,85 @@
+"""What the read API and the CLI show of the OTLP traces ragmon could not read, or read without a
+caller or a context: ``GET /api/v1/unread`` and ``ragmon otlp unread`` take the same parameters
+(``scope``, ``missing``, ``tenant``, ``since``, ``limit``, ``cursor``), checked here, each error
+naming the parameter.
+
+A scope and a tenant are stored as shown (``collectors/unread/names.py``, ``Redactor.shown_id``):
+a reader may give either the name as the application sent it or as shown, and both are looked up.
+A reader whose token is scoped to some tenants sees the rows of those tenants only; a trace that
+named no tenant (the resource's ``ragmon.tenant`` unset, and nothing read) is seen only by a reader
+of every tenant. Every answer is bounded: a page stops at :data:`RESPONSE_BUDGET_BYTES` and says
+where to go on (``next_cursor``).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import replace
+from typing import Any
+
+from ragmon.collectors.unread.closest import MISSING
+from ragmon.collectors.unread.names import ShownNames
+from ragmon.monitor.app.findings_view import RESPONSE_BUDGET_BYTES, StoredIds
+from ragmon.monitor.findings.query import MAX_LIMIT, QueryError, parse_since, whole_number
+from ragmon.monitor.storage.unread_store import UnreadQuery, UnreadRow, UnreadStore, as_json
+
+PARAMETERS = ("scope", "missing", "tenant", "since", "limit", "cursor")
+
+
+def unread_query(params: Mapping[str, str], now: float) -> UnreadQuery:
+    """The query the parameters describe, as a reader gave them. Unknown parameters are refused
+    (a typo would otherwise widen the answer silently)."""
+    unknown = sorted(set(params) - set(PARAMETERS))
+    if unknown:
+        raise QueryError(f"{unknown[0]}: unknown parameter (known: {', '.join(PARAMETERS)})")
+    missing = params.get("missing") or None
+    if missing is not None and missing not in MISSING:
+        raise QueryError(f"missing: {missing[:40]!r} is not one of {', '.join(MISSING)}")
+    limit = whole_number(params, "limit", 50)
+    if not 1 <= limit <= MAX_LIMIT:
+        raise QueryError(f"limit: {limit} is not between 1 and {MAX_LIMIT}")
+    since = params.get("since") or None
+    return UnreadQuery(scope=params.get("scope") or None, missing=missing, tenant=params.get("tenant") or None,
+                       since=parse_since(since, now) if since is not None else None, limit=limit,
+                       cursor=whole_number(params, "cursor", None))
+
+
+def unread_page(store: UnreadStore, params: Mapping[str, str], now: float, ids: StoredIds, names: ShownNames, *,
+                tenants: frozenset[str] | None = None, budget: int = RESPONSE_BUDGET_BYTES) -> dict[str, Any]:
+    """``{"unread": [...], "next_cursor": id | None}``, newest first, at most ``limit`` rows and
+    (but for the first row) ``budget`` bytes of JSON; ``tenants``: the stored tenant values the
+    reader may see (None: all). Raises :class:`QueryError` for a bad parameter."""
+    query = unread_query(params, now)
+    tenant_values = None if query.tenant is None else ids.of(str(query.tenant), "tenant")
+    if tenants is not None:
+        tenant_values = tuple(sorted(tenants if tenant_values is None else set(tenant_values) & tenants))
+        if not tenant_values:
+            return _bounded([], query.limit, budget)
+    scope = None if query.scope is None else _scopes(str(query.scope), names)
+    return _bounded(store.find(replace(query, scope=scope, tenant=tenant_values)), query.limit, budget)
+
+
+def _scopes(given: str, names: ShownNames) -> tuple[str, ...]:
+    """The stored values a scope a reader gives may stand for: as shown, and as given (it may be
+    a shown name already, copied from another answer or a metric label)."""
+    if "\x00" in given:
+        raise QueryError("scope: holds a NUL character")
+    try:
+        shown = names.name(given)
+    except ValueError:
+        raise QueryError("scope: this name is stored by a keyed hash; set redaction.caller_key (as the serving "
+                         "process has it) to look it up") from None
+    return (shown,) if shown == given else (shown, given)
+
+
+def _bounded(rows: list[UnreadRow], limit: int, budget: int) -> dict[str, Any]:
+    shown: list[dict[str, Any]] = []
+    size = 0
+    for row in rows:
+        item = as_json(row)
+        size += len(json.dumps(item, ensure_ascii=False, separators=(",", ":")).encode()) + 1
+        if shown and size > budget:
+            return {"unread": shown, "next_cursor": shown[-1]["id"]}
+        shown.append(item)
+    return {"unread": shown, "next_cursor": rows[-1].id if rows and len(rows) >= limit else None}
