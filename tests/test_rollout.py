@@ -33,9 +33,10 @@ def git(*args: str) -> bytes:
 
 def commit_before_newest_migration() -> str:
     """The parent of the commit that added the newest migration script (renames are additions here:
-    a migration renumbered on merge is still new to the code before it)."""
+    a migration renumbered on merge is still new to the code before it), along the first parents,
+    a merge commit included: the code the mainline ran before it."""
     newest = sorted(path for path in (ROOT / VERSIONS).glob("[0-9]*.py"))[-1]
-    added = git("log", "--no-renames", "--diff-filter=A", "--format=%H", "-1", "--",
+    added = git("log", "--first-parent", "-m", "--no-renames", "--diff-filter=A", "--format=%H", "-1", "--",
                 str(newest.relative_to(ROOT))).decode().strip()
     assert added, f"{newest.name} is not in git: commit it before running this test"
     return git("rev-parse", f"{added}^").decode().strip()
