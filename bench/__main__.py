@@ -5,12 +5,16 @@ Exits 1 when a figure docs/performance.md reports as meeting its target falls sh
 (bench/targets.py), or when a path's ratio to the decode ceiling fell more than 15% below the
 last sitting's record (bench/ratios.py); 2 when the record cannot be read or a benchmark named
 is not one. ``python -m bench otlp replay`` runs those benchmarks alone, each rated one after a
-decode ceiling of its own, and checks only what they measured.
+decode ceiling of its own, and checks only what they measured. ``--record FILE`` compares with the
+record FILE holds instead (a run's saved output holds its record): a change measured against its
+base commit in one sitting, when the machine is too busy to compare with the last quiet one.
 """
 
+import argparse
 import os
 import sys
 from collections.abc import Callable
+from pathlib import Path
 
 from bench import alert_latency, decode, http_metrics, kafka, memory, otlp, ratios, replay, scale_out, targets
 
@@ -36,13 +40,16 @@ RATED_BY = {"replay": ("replay_records_per_second",), "otlp": ("otlp_traces_per_
             "kafka": ("kafka_traces_per_second",), "scale_out": ("scale_out_rate_1", "scale_out_rate_2")}
 
 
-def main(names: list[str]) -> int:
+def main(names: list[str], record: Path | None = None) -> int:
     unknown = [name for name in names if name not in BENCHMARKS]
     if unknown:
         print(f"no benchmark named {', '.join(unknown)}; the benchmarks: {', '.join(BENCHMARKS)}", file=sys.stderr)
         return 2
     try:
-        recorded = ratios.read_record()
+        recorded = ratios.read_record(record)
+    except OSError as error:
+        print(f"make bench: the record cannot be read: {error}", file=sys.stderr)
+        return 2
     except ratios.MalformedRecord as error:
         print(f"make bench: {error}", file=sys.stderr)
         return 2
@@ -61,7 +68,7 @@ def main(names: list[str]) -> int:
         measured |= {figure: ratios.Measured(figures[figure], ceiling) for figure in RATED_BY[name]}
         busiest = max(busiest, os.getloadavg()[0])
     failed = targets.check(figures, every_one_run=not names)
-    failed |= ratios.check(measured, recorded)
+    failed |= ratios.check(measured, recorded, "docs/performance.md" if record is None else str(record))
     if failed and busiest > (os.cpu_count() or 1):
         # other work on the machine slows a path that needs both cores more than the one-core decode
         # loop: a ratio measured so can fall for the load alone
@@ -74,4 +81,8 @@ def main(names: list[str]) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+    parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__.split("\n\n")[0])
+    parser.add_argument("names", nargs="*", metavar="NAME", help=f"benchmarks to run alone: {', '.join(BENCHMARKS)}")
+    parser.add_argument("--record", type=Path, help="compare with the record in this file, not docs/performance.md")
+    arguments = parser.parse_args()
+    sys.exit(main(arguments.names, arguments.record))

@@ -108,11 +108,11 @@ def read_record(path: Path | None = None) -> dict[str, float]:
     return parse_record(path.read_text(), str(path))
 
 
-def check(measured: dict[str, Measured], recorded: dict[str, float]) -> int:
+def check(measured: dict[str, Measured], recorded: dict[str, float], where: str = "docs/performance.md") -> int:
     """Print each rated figure's ratio beside the recorded one; 1 when one fell more than
     :data:`TOLERANCE` below it, else 0. A figure not in the record is new; one not measured
     (a run of some benchmarks only) is said so; neither fails."""
-    print(f"\nratios to the decode ceiling against the last sitting's record (docs/performance.md): "
+    print(f"\nratios to the decode ceiling against the last sitting's record ({where}): "
           f"more than {TOLERANCE:.0%} below it fails")
     slower = []
     for figure in RATED:

@@ -148,3 +148,18 @@ def test_make_bench_stops_before_measuring_when_the_record_is_malformed(tmp_path
     assert "the ratio of otlp_traces_per_second must be a positive number" in capsys.readouterr().err
     assert make_bench.main(["otpl"]) == 2
     assert "no benchmark named otpl" in capsys.readouterr().err
+
+
+def test_make_bench_compares_with_the_record_a_saved_run_holds(tmp_path, monkeypatch, capsys):
+    import bench.__main__ as make_bench
+
+    saved = tmp_path / "base.txt"  # a run's output: its figures, then its record
+    saved.write_text("replay: ...\n\nthis run's record:\n\n"
+                     + record_markdown({"replay_records_per_second": Measured(3_000.0, 40_000.0)}))
+    monkeypatch.setattr(make_bench.replay, "measure_ceiling", lambda: 40_000.0)
+    monkeypatch.setattr(make_bench.replay, "run", lambda ceiling: {"replay_records_per_second": 2_500.0})
+    assert make_bench.main(["replay"], saved) == 1
+    assert "replay_records_per_second fell 17% below" in capsys.readouterr().out
+    monkeypatch.setattr(make_bench.replay, "run", lambda ceiling: {"replay_records_per_second": 2_600.0})
+    assert make_bench.main(["replay"], saved) == 0
+    assert f"record ({saved})" in capsys.readouterr().out
