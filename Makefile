@@ -58,8 +58,9 @@ $(PHOENIX)/bin/phoenix:
 	$(PYTHON) -m venv $(PHOENIX)
 	$(PHOENIX)/bin/python -m pip install -q "arize-phoenix==$(PHOENIX_VERSION)"
 
+# BENCH names some benchmarks to run alone (make bench BENCH="otlp replay"); every one by default
 bench: $(VENV)/.dev services $(PHOENIX)/bin/phoenix bytecode
-	$(BIN)/python -m bench
+	$(BIN)/python -m bench $(BENCH)
 
 soak: $(VENV)/.dev services bytecode
 	$(BIN)/python -m bench.kill_soak

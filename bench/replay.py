@@ -57,17 +57,26 @@ def decode_ceiling(path: Path) -> float:
     return len(lines) / (time.perf_counter() - started)
 
 
-def run() -> dict[str, float]:
+def measure_ceiling() -> float:
+    """The decode ceiling: the median of ``RUNS`` decode loops over the replay file. `make bench`
+    divides each path's rate by the ceiling measured just before it (bench/ratios.py)."""
+    path = events_file()
+    return statistics.median(decode_ceiling(path) for _ in range(RUNS))
+
+
+def run(measured_ceiling: float | None = None) -> dict[str, float]:
+    """The replay's median rate and the decode ceiling beside it (``measured_ceiling`` when given,
+    else measured after the replays)."""
     path = events_file()
     runs = [replay_once(path) for _ in range(RUNS)]
     rate = statistics.median(r["records_per_second"] for r in runs)
-    ceiling = statistics.median(decode_ceiling(path) for _ in range(RUNS))
+    ceiling = measure_ceiling() if measured_ceiling is None else measured_ceiling
     first = runs[0]
     print(f"replay: {first['records']} records ({first['accepted']}, rejected {sum(first['rejected'].values())}),"
           f" median of {RUNS} runs")
     print(f"  ragmon replay (CLI, end to end)          {rate:>10,.0f} records/s")
     print(f"  decode loop on the same file (ceiling)   {ceiling:>10,.0f} records/s")
-    print(f"  replay / ceiling                         {rate / ceiling:>10.2f}")
+    print(f"  replay / ceiling                         {rate / ceiling:>10.3g}")
     return {"replay_records_per_second": rate, "decode_records_per_second": ceiling}
 
 
