@@ -142,6 +142,25 @@ def test_gate_fails_under_a_floor_and_on_a_drop_from_the_baseline():
     assert "not measured" in gate(report, [parse_threshold("recall@7=0.1")], None, None)[0]
 
 
+def test_a_floor_on_claim_evidence_gates_on_the_claim_figure():
+    report = evaluate(*cases_and_runs(), ks=[1, 2])  # claim_evidence@2 is 0.5
+    assert parse_threshold("claim_evidence@2=0.4") == ("claim_evidence@2", 0.4)
+    assert gate(report, [parse_threshold("claim_evidence@2=0.4")], None, None) == []
+    assert gate(report, [parse_threshold("claim_evidence@2=0.6")], None, None) == [
+        "claim_evidence@2 = 0.5000 is under 0.6000"]
+
+
+def test_a_floor_over_an_empty_case_file_is_not_measured():
+    report = evaluate([], [], ks=[5])
+    assert gate(report, [parse_threshold("recall@5=0.5")], None, None) == [
+        "recall@5: not measured (no answerable case, or k not evaluated)"]
+
+
+def test_a_threshold_without_a_value_names_the_form_expected():
+    with pytest.raises(ValueError, match="expected METRIC@K=VALUE"):
+        parse_threshold("recall@5")
+
+
 @pytest.mark.parametrize("text", ["recall@5", "recall=0.5", "recal@5=0.5", "recall@x=0.5", "recall@5=high"])
 def test_thresholds_are_checked(text):
     with pytest.raises(ValueError, match="recall|recal"):
@@ -157,6 +176,8 @@ def test_files_load_and_bad_lines_are_named():
     assert runs[0].retrieved[0].span == (0, 480)
     with pytest.raises(ValueError, match="line 2: not a valid case"):
         load_cases(b'{"id": "q1"}\n{"id": 5}\n')
+    with pytest.raises(ValueError, match="line 1: not a valid run entry"):
+        load_runs(b'{"case_id": 5}\n')
 
 
 def test_the_eval_command_prints_gates_and_compares(tmp_path):
