@@ -156,9 +156,29 @@ def test_a_floor_over_an_empty_case_file_is_not_measured():
         "recall@5: not measured (no answerable case, or k not evaluated)"]
 
 
+def test_a_metric_at_its_floor_or_dropped_by_exactly_the_allowed_drop_passes():
+    report = evaluate(*cases_and_runs(), ks=[1, 2])  # recall@2 is 1.0
+    assert gate(report, [parse_threshold("recall@2=1.0")], None, None) == []
+    baseline = json.loads(json.dumps(report))
+    report["groups"]["all"]["metrics"]["ndcg@1"] = 0.5  # figures whose difference is exact in binary
+    baseline["groups"]["all"]["metrics"]["ndcg@1"] = 0.75
+    assert gate(report, [], baseline, max_drop=0.25) == []
+    assert gate(report, [], baseline, max_drop=0.125) == [
+        "ndcg@1 dropped 0.2500 from 0.7500 (allowed 0.1250)"]
+
+
+def test_a_baseline_of_an_empty_case_file_compares_nothing():
+    report = evaluate(*cases_and_runs(), ks=[1, 2])
+    empty = json.loads(json.dumps(evaluate([], [], ks=[1, 2])))
+    assert gate(report, [], empty, max_drop=0.0) == []
+
+
 def test_a_threshold_without_a_value_names_the_form_expected():
-    with pytest.raises(ValueError, match="expected METRIC@K=VALUE"):
+    with pytest.raises(ValueError, match="expected METRIC@K=VALUE with METRIC one of recall, precision, hit, mrr, "
+                                         "ndcg, claim_evidence"):
         parse_threshold("recall@5")
+    with pytest.raises(ValueError, match="'nan' is not a finite number"):
+        parse_threshold("recall@5=nan")
 
 
 @pytest.mark.parametrize("text", ["recall@5", "recall=0.5", "recal@5=0.5", "recall@x=0.5", "recall@5=high"])
@@ -174,6 +194,7 @@ def test_files_load_and_bad_lines_are_named():
     runs = load_runs(b'{"case_id": "q1", "retrieved": [{"id": "c1", "doc_id": "c1", "doc_version": "v1",'
                      b' "span": [0, 480]}], "abstained": false}\n')
     assert runs[0].retrieved[0].span == (0, 480)
+    assert [case.id for case in load_cases(b'{"id": "q1"}\n\n{"id": "q2"}\n')] == ["q1", "q2"]
     with pytest.raises(ValueError, match="line 2: not a valid case"):
         load_cases(b'{"id": "q1"}\n{"id": 5}\n')
     with pytest.raises(ValueError, match="line 1: not a valid run entry"):
