@@ -204,6 +204,7 @@ def test_a_process_that_stops_scheduling_resolves_the_alerts_only_scans_keep():
     resolved = {a["labels"]["alertname"]: a["status"] for a in hook.bodies[-1]["alerts"]}
     assert resolved == {"RagmonIndexStale": "resolved", "RagmonProbeLeak": "resolved"}
     assert [a.name for a in d.book.alerts()] == ["RagmonPermissionLeakContext"]  # leaks are the collectors'
+    assert not d.book.resolve_scanned(clock.now + 10)  # nothing left to resolve: nothing to deliver
 
 
 def test_alerts_beyond_the_bound_are_counted_not_kept():
@@ -212,6 +213,8 @@ def test_alerts_beyond_the_bound_are_counted_not_kept():
     for n in range(5):
         d.book.leak(f"tenant-{n}", "hr", 1, "t", [], clock.now)
     assert len(d.book.alerts()) == 3 and d.book.dropped == 2
+    assert not d.book.probe("p", "acme", ["x"], clock.now)  # not kept: nothing to deliver
+    assert d.book.dropped == 3
 
 
 def trace_with_leak(marker: str) -> Observation:
