@@ -108,8 +108,11 @@ def test_each_sample_the_store_creates_is_published_once_with_its_redacted_trace
     assert writer.flush(1.0)
     assert published == [{"trace_id": "t1", "tenant": "acme", "week": "2026-W49",
                           "strata": ["low_score", "random"], "split": "heldout", "trace": redacted}]
+    later = NewSample("t2", "acme", "2026-W49", {"random"}, "dev", "fp2", 0.0, {"trace_id": "t2"})
     writer.consume(decided)  # a replay: already stored, not new
-    assert writer.flush(1.0) and len(published) == 1
+    writer.consume(SimpleNamespace(sampling=SamplingDecision(samples=[later])))
+    assert writer.flush(1.0)
+    assert [p["trace_id"] for p in published] == ["t1", "t2"]
     runtime.close()
 
 
