@@ -127,6 +127,7 @@ def test_a_case_without_a_run_retrieved_nothing_and_is_reported():
     report = evaluate(cases, runs[1:], ks=[2])
     assert report["groups"]["all"]["missing_runs"] == 1
     assert report["groups"]["all"]["metrics"]["recall@2"] == pytest.approx(2 / 3)
+    assert report["groups"]["all"]["false_abstention_rate"] == pytest.approx(1 / 3)  # q5's: a missing run is none
 
 
 def test_gate_fails_under_a_floor_and_on_a_drop_from_the_baseline():
