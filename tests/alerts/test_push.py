@@ -186,10 +186,13 @@ def test_a_probe_leak_fires_until_a_clean_run():
     [alert] = hook.bodies[-1]["alerts"]
     assert alert["labels"] == {"alertname": "RagmonProbeLeak", "severity": "critical", "probe": "hr-payroll"}
     assert alert["annotations"]["doc_ids"] == "payroll-2026" and alert["annotations"]["tenant"] == "acme"
+    assert alert["annotations"]["summary"] == ("Canary probe hr-payroll retrieved documents its test identity "
+                                               "may not read")
     assert not d.book.probe("hr-payroll", "acme", ["payroll-2026"], clock.now + 300)  # still the same alert
     assert d.book.probe("hr-payroll", "acme", [], clock.now + 600)
     d.run_once()
     assert hook.bodies[-1]["alerts"][0]["status"] == "resolved"
+    assert not d.book.probe("hr-payroll", "acme", [], clock.now + 900)  # clean again: nothing new to deliver
 
 
 def test_a_process_that_stops_scheduling_resolves_the_alerts_only_scans_keep():
@@ -207,6 +210,19 @@ def test_a_process_that_stops_scheduling_resolves_the_alerts_only_scans_keep():
     assert not d.book.resolve_scanned(clock.now + 10)  # nothing left to resolve: nothing to deliver
 
 
+def test_only_a_resolved_alert_is_forgotten():
+    clock = Clock()
+    book = AlertBook(AlertsConfig(), SHOWN)
+    book.leak("acme", "hr", 1, "t1", ["d1"], clock.now)
+    [firing] = book.alerts()
+    book.forget(firing.fingerprint, clock.now + 60)  # a dispatcher's stale view: it still fires
+    book.forget("0" * 16, clock.now + 60)  # one forgotten already
+    assert book.alerts() == [firing]
+    book.expire(clock.now + 3600)
+    book.forget(firing.fingerprint, clock.now + 3600)
+    assert book.alerts() == []
+
+
 def test_alerts_beyond_the_bound_are_counted_not_kept():
     clock = Clock()
     d = dispatcher(clock, webhook(Receiver()), max_active=3)
@@ -214,7 +230,8 @@ def test_alerts_beyond_the_bound_are_counted_not_kept():
         d.book.leak(f"tenant-{n}", "hr", 1, "t", [], clock.now)
     assert len(d.book.alerts()) == 3 and d.book.dropped == 2
     assert not d.book.probe("p", "acme", ["x"], clock.now)  # not kept: nothing to deliver
-    assert d.book.dropped == 3
+    assert not d.book.leak("tenant-9", "hr", 1, "t", [], clock.now)
+    assert d.book.dropped == 4
 
 
 def trace_with_leak(marker: str) -> Observation:
