@@ -87,10 +87,10 @@ def test_a_leak_alert_resolves_after_a_quiet_period_and_is_then_forgotten():
     d.run_once()
     clock.now += 10 * 60
     d.book.leak("acme", "hr", 1, "t2", ["d1"], clock.now)  # still leaking: the quiet period restarts
-    clock.now += 10 * 60
+    clock.now += 15 * 60 - 1
     d.run_once()
     assert len(hook.bodies) == 1
-    clock.now += 6 * 60
+    clock.now += 1  # quiet for exactly leak_resolve_minutes
     d.run_once()
     [resolved] = hook.bodies[1]["alerts"]
     assert hook.bodies[1]["status"] == "resolved" and resolved["status"] == "resolved"
@@ -178,6 +178,17 @@ def test_staleness_crossings_raise_warning_then_critical_and_resolve_when_the_in
     assert hook.bodies[-1]["alerts"][0]["status"] == "resolved"
 
 
+def test_an_index_stale_for_exactly_the_warning_hours_is_not_yet_an_alert_and_a_crossing_is_news():
+    clock = Clock()
+    book = AlertBook(AlertsConfig(stale_warning_hours=24), SHOWN)
+    assert not book.staleness({"hr": (24 * 3600.0, 1, ["d1"])}, clock.now)
+    assert book.alerts() == []
+    assert book.staleness({"hr": (24 * 3600.0 + 1, 1, ["d1"])}, clock.now + 60)
+    [warning] = book.alerts()
+    assert dict(warning.labels)["severity"] == "warning"
+    assert not book.staleness({"hr": (24 * 3600.0 + 61, 1, ["d1"])}, clock.now + 120)  # the same alert
+
+
 def test_a_probe_leak_fires_until_a_clean_run():
     clock, hook = Clock(), Receiver()
     d = dispatcher(clock, webhook(hook))
@@ -223,12 +234,13 @@ def test_only_a_resolved_alert_is_forgotten():
     assert book.alerts() == []
 
 
-def test_alerts_beyond_the_bound_are_counted_not_kept():
+def test_alerts_beyond_the_bound_are_counted_not_kept(caplog):
     clock = Clock()
     d = dispatcher(clock, webhook(Receiver()), max_active=3)
     for n in range(5):
         d.book.leak(f"tenant-{n}", "hr", 1, "t", [], clock.now)
     assert len(d.book.alerts()) == 3 and d.book.dropped == 2
+    assert "alert RagmonPermissionLeakContext not pushed: 3 alerts already firing" in caplog.text
     assert not d.book.probe("p", "acme", ["x"], clock.now)  # not kept: nothing to deliver
     assert not d.book.leak("tenant-9", "hr", 1, "t", [], clock.now)
     assert d.book.dropped == 4
