@@ -30,7 +30,7 @@ KS = (1, 3, 5, 10)
 def random_case(rng: random.Random, n: int):
     docs = [f"d{i}" for i in range(rng.randint(3, 30))]
     judged = rng.sample(docs, rng.randint(1, len(docs)))
-    grades = {d: rng.choice([0, 1, 1, 2]) for d in judged}
+    grades = {d: rng.choice([0, 1, 1, 2, 3]) for d in judged}
     if not any(grades.values()):
         grades[judged[0]] = rng.choice([1, 2])
     retrieved = rng.sample(docs + [f"x{i}" for i in range(10)], rng.randint(0, min(15, len(docs) + 10)))
@@ -51,7 +51,7 @@ def test_metrics_agree_with_ir_measures_on_random_runs():
     names = {}
     for k in KS:
         names.update({R @ k: ("recall", k), P @ k: ("precision", k), Success @ k: ("hit", k), RR @ k: ("mrr", k),
-                      nDCG(gains={0: 0, 1: 1, 2: 3}) @ k: ("ndcg", k)})  # gain 2^g - 1
+                      nDCG(gains={0: 0, 1: 1, 2: 3, 3: 7}) @ k: ("ndcg", k)})  # gain 2^g - 1
     compared = 0
     for metric in ir_measures.iter_calc(list(names), qrels, run):
         name, k = names[metric.measure]
@@ -68,7 +68,9 @@ def item(doc, version=None, span=None):
 def test_spans_and_versions_decide_relevance_and_survive_rechunking():
     units = [LabeledUnit(doc_id="leave", doc_version="3", span=(1200, 1680), grade=2)]
     assert case_metrics([item("leave", "3", (1600, 2000))], units, 1)["recall"] == 1.0  # overlapping new chunk
+    assert case_metrics([item("leave", "3", (1000, 1300))], units, 1)["recall"] == 1.0  # over the unit's start
     assert case_metrics([item("leave", "3", (0, 1200))], units, 1)["recall"] == 0.0  # adjacent, no overlap
+    assert case_metrics([item("leave", "3", (1680, 2000))], units, 1)["recall"] == 0.0  # adjacent after it
     assert case_metrics([item("leave", "4", (1200, 1680))], units, 1)["recall"] == 0.0  # another version
     assert case_metrics([item("leave")], units, 1)["recall"] == 1.0  # no version, no span: the document decides
     assert case_metrics([RetrievedItem(id="leave")], units, 1)["recall"] == 1.0  # the id is the document
@@ -120,6 +122,26 @@ def test_report_overall_per_split_and_per_tag():
     assert report["groups"]["split:heldout"]["metrics"]["recall@1"] == 1.0
     assert report["groups"]["tag:hr"]["answerable"] == 2 and report["groups"]["tag:leak"]["answerable"] == 1
     assert list(report["groups"])[:3] == ["all", "split:dev", "split:heldout"]
+
+
+def test_every_case_counts_past_one_that_cannot_be_scored():
+    cases = [Case(id="q0", relevant=[LabeledUnit(doc_id="a", grade=0)]),  # answerable, nothing relevant labeled
+             Case(id="q1", relevant=[LabeledUnit(doc_id="a")]), Case(id="q2", relevant=[LabeledUnit(doc_id="b")]),
+             Case(id="q3", relevant=[LabeledUnit(doc_id="c")])]
+    runs = [RunEntry(case_id="q1", retrieved=[item("a")], abstained=True), RunEntry(case_id="q2", abstained=True),
+            RunEntry(case_id="q3", retrieved=[item("c")])]
+    report = evaluate(cases, runs, ks=[1])
+    assert report["k"] == [1]
+    overall = report["groups"]["all"]
+    assert overall["answerable"] == 3 and overall["metrics"]["recall@1"] == pytest.approx(2 / 3)
+    assert overall["false_abstention_rate"] == pytest.approx(2 / 3)
+
+
+def test_a_report_of_unanswerable_cases_only_has_no_ranking_figures():
+    report = evaluate([Case(id="q1", expected="abstain")], [RunEntry(case_id="q1", abstained=True)], ks=[5])
+    overall = report["groups"]["all"]
+    assert overall["correct_abstention_rate"] == 1.0 and overall["false_abstention_rate"] is None
+    assert set(overall["metrics"].values()) == {None}
 
 
 def test_a_case_without_a_run_retrieved_nothing_and_is_reported():
