@@ -178,7 +178,7 @@ def test_staleness_crossings_raise_warning_then_critical_and_resolve_when_the_in
     assert hook.bodies[-1]["alerts"][0]["status"] == "resolved"
 
 
-def test_an_index_stale_for_exactly_the_warning_hours_is_not_yet_an_alert_and_a_crossing_is_news():
+def test_staleness_fires_strictly_above_each_threshold_and_every_start_or_resolution_is_news():
     clock = Clock()
     book = AlertBook(AlertsConfig(stale_warning_hours=24), SHOWN)
     assert not book.staleness({"hr": (24 * 3600.0, 1, ["d1"])}, clock.now)
@@ -187,6 +187,13 @@ def test_an_index_stale_for_exactly_the_warning_hours_is_not_yet_an_alert_and_a_
     [warning] = book.alerts()
     assert dict(warning.labels)["severity"] == "warning"
     assert not book.staleness({"hr": (24 * 3600.0 + 61, 1, ["d1"])}, clock.now + 120)  # the same alert
+    assert not book.staleness({"hr": (72 * 3600.0, 1, ["d1"])}, clock.now + 180)  # critical is strictly above too
+    assert book.staleness({"hr": (72 * 3600.0 + 1, 1, ["d1"])}, clock.now + 240)
+    assert sorted(dict(a.labels)["severity"] for a in book.alerts()) == ["critical", "warning"]
+    assert book.staleness({"hr": (3600.0, 1, ["d1"])}, clock.now + 300)  # both resolve: news too
+    assert all(a.resolved for a in book.alerts())
+    assert book.staleness({"kb": (25 * 3600.0, 1, ["x"])}, clock.now + 360)
+    assert book.staleness({}, clock.now + 420)  # its index gone from the catalog: resolved, news
 
 
 def test_a_probe_leak_fires_until_a_clean_run():
@@ -199,6 +206,8 @@ def test_a_probe_leak_fires_until_a_clean_run():
     assert alert["annotations"]["doc_ids"] == "payroll-2026" and alert["annotations"]["tenant"] == "acme"
     assert alert["annotations"]["summary"] == ("Canary probe hr-payroll retrieved documents its test identity "
                                                "may not read")
+    assert alert["annotations"]["description"] == ("A configured test identity got documents it must never see: "
+                                                   "the permission filter of the RAG system leaks.")
     assert not d.book.probe("hr-payroll", "acme", ["payroll-2026"], clock.now + 300)  # still the same alert
     assert d.book.probe("hr-payroll", "acme", [], clock.now + 600)
     d.run_once()
@@ -240,7 +249,8 @@ def test_alerts_beyond_the_bound_are_counted_not_kept(caplog):
     for n in range(5):
         d.book.leak(f"tenant-{n}", "hr", 1, "t", [], clock.now)
     assert len(d.book.alerts()) == 3 and d.book.dropped == 2
-    assert "alert RagmonPermissionLeakContext not pushed: 3 alerts already firing" in caplog.text
+    assert caplog.records[0].getMessage() == ("alert RagmonPermissionLeakContext not pushed: 3 alerts already "
+                                              "firing (alerts.max_active); 1 dropped so far")
     assert not d.book.probe("p", "acme", ["x"], clock.now)  # not kept: nothing to deliver
     assert not d.book.leak("tenant-9", "hr", 1, "t", [], clock.now)
     assert d.book.dropped == 4
