@@ -7,7 +7,7 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 PHOENIX_VERSION ?= 20.26.1
 
-.PHONY: demo test test-quick bench soak lint services bytecode clean
+.PHONY: demo test test-quick bench soak mutation lint services bytecode clean
 
 # ragmon and its dependencies go in with uv: the packages pip would install (the same resolution
 # of pyproject.toml), in seconds instead of about a minute; pip stays in the venv for the tests
@@ -66,5 +66,12 @@ soak: $(VENV)/.dev services bytecode
 	$(BIN)/python -m bench.kill_soak
 	$(BIN)/python -m bench.soak
 
+# mutmut over the modules that decide verdicts, against their fast tests ([tool.mutmut] in
+# pyproject.toml; tests/mutation.py lays the tree out in .mutation/ for it): the count per module
+# and every mutant the tests let through. Not part of `make test`: it takes long (docs/testing.md)
+MUTATION_JOBS ?= 2
+mutation: $(VENV)/.dev bytecode
+	$(BIN)/python -m tests.mutation --jobs $(MUTATION_JOBS)
+
 clean:
-	rm -rf $(VENV) .demo ragmon-data .pytest_cache .hypothesis
+	rm -rf $(VENV) .demo ragmon-data .pytest_cache .hypothesis .mutation

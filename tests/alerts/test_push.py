@@ -87,10 +87,10 @@ def test_a_leak_alert_resolves_after_a_quiet_period_and_is_then_forgotten():
     d.run_once()
     clock.now += 10 * 60
     d.book.leak("acme", "hr", 1, "t2", ["d1"], clock.now)  # still leaking: the quiet period restarts
-    clock.now += 10 * 60
+    clock.now += 15 * 60 - 1
     d.run_once()
     assert len(hook.bodies) == 1
-    clock.now += 6 * 60
+    clock.now += 1  # quiet for exactly leak_resolve_minutes
     d.run_once()
     [resolved] = hook.bodies[1]["alerts"]
     assert hook.bodies[1]["status"] == "resolved" and resolved["status"] == "resolved"
@@ -203,6 +203,24 @@ def test_staleness_crossings_raise_warning_then_critical_and_resolve_when_the_in
     assert hook.bodies[-1]["alerts"][0]["status"] == "resolved"
 
 
+def test_staleness_fires_strictly_above_each_threshold_and_every_start_or_resolution_is_news():
+    clock = Clock()
+    book = AlertBook(AlertsConfig(stale_warning_hours=24), SHOWN)
+    assert not book.staleness({"hr": (24 * 3600.0, 1, ["d1"])}, clock.now)
+    assert book.alerts() == []
+    assert book.staleness({"hr": (24 * 3600.0 + 1, 1, ["d1"])}, clock.now + 60)
+    [warning] = book.alerts()
+    assert dict(warning.labels)["severity"] == "warning"
+    assert not book.staleness({"hr": (24 * 3600.0 + 61, 1, ["d1"])}, clock.now + 120)  # the same alert
+    assert not book.staleness({"hr": (72 * 3600.0, 1, ["d1"])}, clock.now + 180)  # critical is strictly above too
+    assert book.staleness({"hr": (72 * 3600.0 + 1, 1, ["d1"])}, clock.now + 240)
+    assert sorted(dict(a.labels)["severity"] for a in book.alerts()) == ["critical", "warning"]
+    assert book.staleness({"hr": (3600.0, 1, ["d1"])}, clock.now + 300)  # both resolve: news too
+    assert all(a.resolved for a in book.alerts())
+    assert book.staleness({"kb": (25 * 3600.0, 1, ["x"])}, clock.now + 360)
+    assert book.staleness({}, clock.now + 420)  # its index gone from the catalog: resolved, news
+
+
 def test_a_probe_leak_fires_until_a_clean_run():
     clock, hook = Clock(), Receiver()
     d = dispatcher(clock, webhook(hook))
@@ -211,10 +229,15 @@ def test_a_probe_leak_fires_until_a_clean_run():
     [alert] = hook.bodies[-1]["alerts"]
     assert alert["labels"] == {"alertname": "RagmonProbeLeak", "severity": "critical", "probe": "hr-payroll"}
     assert alert["annotations"]["doc_ids"] == "payroll-2026" and alert["annotations"]["tenant"] == "acme"
+    assert alert["annotations"]["summary"] == ("Canary probe hr-payroll retrieved documents its test identity "
+                                               "may not read")
+    assert alert["annotations"]["description"] == ("A configured test identity got documents it must never see: "
+                                                   "the permission filter of the RAG system leaks.")
     assert not d.book.probe("hr-payroll", "acme", ["payroll-2026"], clock.now + 300)  # still the same alert
     assert d.book.probe("hr-payroll", "acme", [], clock.now + 600)
     d.run_once()
     assert hook.bodies[-1]["alerts"][0]["status"] == "resolved"
+    assert not d.book.probe("hr-payroll", "acme", [], clock.now + 900)  # clean again: nothing new to deliver
 
 
 def test_a_process_that_stops_scheduling_resolves_the_alerts_only_scans_keep():
@@ -229,14 +252,33 @@ def test_a_process_that_stops_scheduling_resolves_the_alerts_only_scans_keep():
     resolved = {a["labels"]["alertname"]: a["status"] for a in hook.bodies[-1]["alerts"]}
     assert resolved == {"RagmonIndexStale": "resolved", "RagmonProbeLeak": "resolved"}
     assert [a.name for a in d.book.alerts()] == ["RagmonPermissionLeakContext"]  # leaks are the collectors'
+    assert not d.book.resolve_scanned(clock.now + 10)  # nothing left to resolve: nothing to deliver
 
 
-def test_alerts_beyond_the_bound_are_counted_not_kept():
+def test_only_a_resolved_alert_is_forgotten():
+    clock = Clock()
+    book = AlertBook(AlertsConfig(), SHOWN)
+    book.leak("acme", "hr", 1, "t1", ["d1"], clock.now)
+    [firing] = book.alerts()
+    book.forget(firing.fingerprint, clock.now + 60)  # a dispatcher's stale view: it still fires
+    book.forget("0" * 16, clock.now + 60)  # one forgotten already
+    assert book.alerts() == [firing]
+    book.expire(clock.now + 3600)
+    book.forget(firing.fingerprint, clock.now + 3600)
+    assert book.alerts() == []
+
+
+def test_alerts_beyond_the_bound_are_counted_not_kept(caplog):
     clock = Clock()
     d = dispatcher(clock, webhook(Receiver()), max_active=3)
     for n in range(5):
         d.book.leak(f"tenant-{n}", "hr", 1, "t", [], clock.now)
     assert len(d.book.alerts()) == 3 and d.book.dropped == 2
+    assert caplog.records[0].getMessage() == ("alert RagmonPermissionLeakContext not pushed: 3 alerts already "
+                                              "firing (alerts.max_active); 1 dropped so far")
+    assert not d.book.probe("p", "acme", ["x"], clock.now)  # not kept: nothing to deliver
+    assert not d.book.leak("tenant-9", "hr", 1, "t", [], clock.now)
+    assert d.book.dropped == 4
 
 
 def trace_with_leak(marker: str) -> Observation:

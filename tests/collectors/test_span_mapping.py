@@ -74,6 +74,20 @@ def test_levels_with_the_same_documents_merge_and_the_best_identified_wins():
     assert not result.derived  # counted once, and by the ids the inner level had
 
 
+def test_nested_levels_merge_only_when_every_document_agrees_on_what_both_tell():
+    def lists(outer_documents, inner_documents):
+        outer = retriever(1, None, "Rewriter.retrieve", 0, 10, *outer_documents)
+        inner = retriever(2, 1, "Store.search", 1, 9, *inner_documents)
+        return ids(mapped(outer, inner).event)
+
+    # as many documents, other ones: the rewritten query's list and the store's are two lists
+    assert lists([{"id": "a"}, {"id": "b"}], [{"id": "c"}, {"id": "d"}]) == [["c", "d"], ["a", "b"]]
+    # the same text under two ids is two documents
+    assert lists([{"id": "a", "content": "alpha"}], [{"id": "z", "content": "alpha"}]) == [["z"], ["a"]]
+    # what only one side tells (here the content) does not keep them apart
+    assert lists([{"id": "a", "content": "alpha"}], [{"id": "a"}]) == [["a"]]
+
+
 def test_an_empty_wrapper_around_a_level_with_documents_gives_that_level():
     outer = retriever(1, None, "Wrapper.retrieve", 0, 10)
     inner = retriever(2, 1, "Store.search", 1, 9, {"id": "x"})

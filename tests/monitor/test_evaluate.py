@@ -30,7 +30,7 @@ KS = (1, 3, 5, 10)
 def random_case(rng: random.Random, n: int):
     docs = [f"d{i}" for i in range(rng.randint(3, 30))]
     judged = rng.sample(docs, rng.randint(1, len(docs)))
-    grades = {d: rng.choice([0, 1, 1, 2]) for d in judged}
+    grades = {d: rng.choice([0, 1, 1, 2, 3]) for d in judged}
     if not any(grades.values()):
         grades[judged[0]] = rng.choice([1, 2])
     retrieved = rng.sample(docs + [f"x{i}" for i in range(10)], rng.randint(0, min(15, len(docs) + 10)))
@@ -51,7 +51,7 @@ def test_metrics_agree_with_ir_measures_on_random_runs():
     names = {}
     for k in KS:
         names.update({R @ k: ("recall", k), P @ k: ("precision", k), Success @ k: ("hit", k), RR @ k: ("mrr", k),
-                      nDCG(gains={0: 0, 1: 1, 2: 3}) @ k: ("ndcg", k)})  # gain 2^g - 1
+                      nDCG(gains={0: 0, 1: 1, 2: 3, 3: 7}) @ k: ("ndcg", k)})  # gain 2^g - 1
     compared = 0
     for metric in ir_measures.iter_calc(list(names), qrels, run):
         name, k = names[metric.measure]
@@ -68,7 +68,9 @@ def item(doc, version=None, span=None):
 def test_spans_and_versions_decide_relevance_and_survive_rechunking():
     units = [LabeledUnit(doc_id="leave", doc_version="3", span=(1200, 1680), grade=2)]
     assert case_metrics([item("leave", "3", (1600, 2000))], units, 1)["recall"] == 1.0  # overlapping new chunk
+    assert case_metrics([item("leave", "3", (1000, 1300))], units, 1)["recall"] == 1.0  # over the unit's start
     assert case_metrics([item("leave", "3", (0, 1200))], units, 1)["recall"] == 0.0  # adjacent, no overlap
+    assert case_metrics([item("leave", "3", (1680, 2000))], units, 1)["recall"] == 0.0  # adjacent after it
     assert case_metrics([item("leave", "4", (1200, 1680))], units, 1)["recall"] == 0.0  # another version
     assert case_metrics([item("leave")], units, 1)["recall"] == 1.0  # no version, no span: the document decides
     assert case_metrics([RetrievedItem(id="leave")], units, 1)["recall"] == 1.0  # the id is the document
@@ -122,11 +124,32 @@ def test_report_overall_per_split_and_per_tag():
     assert list(report["groups"])[:3] == ["all", "split:dev", "split:heldout"]
 
 
+def test_every_case_counts_past_one_that_cannot_be_scored():
+    cases = [Case(id="q0", relevant=[LabeledUnit(doc_id="a", grade=0)]),  # answerable, nothing relevant labeled
+             Case(id="q1", relevant=[LabeledUnit(doc_id="a")]), Case(id="q2", relevant=[LabeledUnit(doc_id="b")]),
+             Case(id="q3", relevant=[LabeledUnit(doc_id="c")])]
+    runs = [RunEntry(case_id="q1", retrieved=[item("a")], abstained=True), RunEntry(case_id="q2", abstained=True),
+            RunEntry(case_id="q3", retrieved=[item("c")])]
+    report = evaluate(cases, runs, ks=[1])
+    assert report["k"] == [1]
+    overall = report["groups"]["all"]
+    assert overall["answerable"] == 3 and overall["metrics"]["recall@1"] == pytest.approx(2 / 3)
+    assert overall["false_abstention_rate"] == pytest.approx(2 / 3)
+
+
+def test_a_report_of_unanswerable_cases_only_has_no_ranking_figures():
+    report = evaluate([Case(id="q1", expected="abstain")], [RunEntry(case_id="q1", abstained=True)], ks=[5])
+    overall = report["groups"]["all"]
+    assert overall["correct_abstention_rate"] == 1.0 and overall["false_abstention_rate"] is None
+    assert set(overall["metrics"].values()) == {None}
+
+
 def test_a_case_without_a_run_retrieved_nothing_and_is_reported():
     cases, runs = cases_and_runs()
     report = evaluate(cases, runs[1:], ks=[2])
     assert report["groups"]["all"]["missing_runs"] == 1
     assert report["groups"]["all"]["metrics"]["recall@2"] == pytest.approx(2 / 3)
+    assert report["groups"]["all"]["false_abstention_rate"] == pytest.approx(1 / 3)  # q5's: a missing run is none
 
 
 def test_gate_fails_under_a_floor_and_on_a_drop_from_the_baseline():
@@ -142,6 +165,45 @@ def test_gate_fails_under_a_floor_and_on_a_drop_from_the_baseline():
     assert "not measured" in gate(report, [parse_threshold("recall@7=0.1")], None, None)[0]
 
 
+def test_a_floor_on_claim_evidence_gates_on_the_claim_figure():
+    report = evaluate(*cases_and_runs(), ks=[1, 2])  # claim_evidence@2 is 0.5
+    assert parse_threshold("claim_evidence@2=0.4") == ("claim_evidence@2", 0.4)
+    assert gate(report, [parse_threshold("claim_evidence@2=0.4")], None, None) == []
+    assert gate(report, [parse_threshold("claim_evidence@2=0.6")], None, None) == [
+        "claim_evidence@2 = 0.5000 is under 0.6000"]
+
+
+def test_a_floor_over_an_empty_case_file_is_not_measured():
+    report = evaluate([], [], ks=[5])
+    assert gate(report, [parse_threshold("recall@5=0.5")], None, None) == [
+        "recall@5: not measured (no answerable case, or k not evaluated)"]
+
+
+def test_a_metric_at_its_floor_or_dropped_by_exactly_the_allowed_drop_passes():
+    report = evaluate(*cases_and_runs(), ks=[1, 2])  # recall@2 is 1.0
+    assert gate(report, [parse_threshold("recall@2=1.0")], None, None) == []
+    baseline = json.loads(json.dumps(report))
+    report["groups"]["all"]["metrics"]["ndcg@1"] = 0.5  # figures whose difference is exact in binary
+    baseline["groups"]["all"]["metrics"]["ndcg@1"] = 0.75
+    assert gate(report, [], baseline, max_drop=0.25) == []
+    assert gate(report, [], baseline, max_drop=0.125) == [
+        "ndcg@1 dropped 0.2500 from 0.7500 (allowed 0.1250)"]
+
+
+def test_a_baseline_of_an_empty_case_file_compares_nothing():
+    report = evaluate(*cases_and_runs(), ks=[1, 2])
+    empty = json.loads(json.dumps(evaluate([], [], ks=[1, 2])))
+    assert gate(report, [], empty, max_drop=0.0) == []
+
+
+def test_a_threshold_without_a_value_names_the_form_expected():
+    with pytest.raises(ValueError, match="expected METRIC@K=VALUE with METRIC one of recall, precision, hit, mrr, "
+                                         "ndcg, claim_evidence"):
+        parse_threshold("recall@5")
+    with pytest.raises(ValueError, match="'nan' is not a finite number"):
+        parse_threshold("recall@5=nan")
+
+
 @pytest.mark.parametrize("text", ["recall@5", "recall=0.5", "recal@5=0.5", "recall@x=0.5", "recall@5=high"])
 def test_thresholds_are_checked(text):
     with pytest.raises(ValueError, match="recall|recal"):
@@ -155,8 +217,11 @@ def test_files_load_and_bad_lines_are_named():
     runs = load_runs(b'{"case_id": "q1", "retrieved": [{"id": "c1", "doc_id": "c1", "doc_version": "v1",'
                      b' "span": [0, 480]}], "abstained": false}\n')
     assert runs[0].retrieved[0].span == (0, 480)
+    assert [case.id for case in load_cases(b'{"id": "q1"}\n\n{"id": "q2"}\n')] == ["q1", "q2"]
     with pytest.raises(ValueError, match="line 2: not a valid case"):
         load_cases(b'{"id": "q1"}\n{"id": 5}\n')
+    with pytest.raises(ValueError, match="line 1: not a valid run entry"):
+        load_runs(b'{"case_id": 5}\n')
 
 
 def test_the_eval_command_prints_gates_and_compares(tmp_path):

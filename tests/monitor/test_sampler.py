@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import time
 from collections import Counter
+from types import SimpleNamespace
 
 import msgspec
 from prometheus_client import CollectorRegistry
@@ -15,7 +16,8 @@ from ragmon.monitor.app.simulate import Incident, Simulator
 from ragmon.monitor.app.wiring import build_runtime
 from ragmon.monitor.config.settings import load_settings
 from ragmon.monitor.core.records import Privilege, RawRecord
-from ragmon.monitor.labeling.sample_store import SampleStore
+from ragmon.monitor.labeling.sample_store import NewSample, SampleStore
+from ragmon.monitor.labeling.sampler import SampleWriter, SamplingDecision
 from ragmon.monitor.storage.store import make_engine
 
 
@@ -77,6 +79,40 @@ def test_negative_feedback_samples_the_earlier_trace(tmp_path):
     feed(runtime, [trace, {"type": "feedback", "trace_id": "t-neg", "kind": "thumb", "value": "down"}])
     [sample] = [s for s in SampleStore(runtime.engine).find() if s.trace_id == "t-neg"]
     assert "negative_feedback" in sample.strata
+    runtime.close()
+
+
+def test_a_trace_another_replica_processed_is_sampled_on_its_late_feedback(tmp_path):
+    runtime = runtime_for(tmp_path)
+    trace = {"type": "trace", "trace_id": "t-warm", "time": time.time() - 60, "tenant": "acme", "query": "Where?",
+             "index": {"name": "policies"}, "caller": {"id": "u-1", "groups": ["staff"]},
+             "answer": {"text": "In the portal.", "citations": []}, "context": [{"id": "p1"}]}
+    replayed = [RawRecord("kafka", msgspec.json.encode(trace), privilege=Privilege.TRUSTED)]
+    assert runtime.pipeline.warm(replayed) == 1  # a partition just assigned: its owner decided the trace
+    assert SampleStore(runtime.engine).find() == []
+    feed(runtime, [{"type": "feedback", "trace_id": "t-warm", "kind": "thumb", "value": "down"}])
+    [sample] = SampleStore(runtime.engine).find()
+    assert sample.trace_id == "t-warm" and sample.strata == ["negative_feedback"]
+    assert sample.payload["query"] == "Where?"
+    runtime.close()
+
+
+def test_each_sample_the_store_creates_is_published_once_with_its_redacted_trace(tmp_path):
+    runtime = runtime_for(tmp_path)
+    published: list[dict] = []
+    writer = SampleWriter(SampleStore(runtime.engine), runtime.settings.sampling, publish=published.extend)
+    redacted = {"trace_id": "t1", "query": "mail me at [EMAIL]"}
+    sample = NewSample("t1", "acme", "2026-W49", {"random", "low_score"}, "heldout", "fp", 0.0, lambda: redacted)
+    decided = SimpleNamespace(sampling=SamplingDecision(samples=[sample]))
+    writer.consume(decided)
+    assert writer.flush(1.0)
+    assert published == [{"trace_id": "t1", "tenant": "acme", "week": "2026-W49",
+                          "strata": ["low_score", "random"], "split": "heldout", "trace": redacted}]
+    later = NewSample("t2", "acme", "2026-W49", {"random"}, "dev", "fp2", 0.0, {"trace_id": "t2"})
+    writer.consume(decided)  # a replay: already stored, not new
+    writer.consume(SimpleNamespace(sampling=SamplingDecision(samples=[later])))
+    assert writer.flush(1.0)
+    assert [p["trace_id"] for p in published] == ["t1", "t2"]
     runtime.close()
 
 

@@ -4,7 +4,7 @@ distinct passage ids per stage."""
 from __future__ import annotations
 
 from ragmon.monitor.core.catalog import Catalog
-from ragmon.monitor.core.model import DocumentEvent, IndexRef, Passage, Retrieval, TraceEvent
+from ragmon.monitor.core.model import DocumentEvent, IndexEvent, IndexRef, Passage, Retrieval, TraceEvent
 from ragmon.monitor.core.signals.freshness import is_stale, stale_passages
 from ragmon.monitor.core.signals.results import MAX_IDS, StaleFindings
 
@@ -61,6 +61,14 @@ def test_without_doc_version_the_catalog_cannot_decide_and_timestamps_do():
     passage = Passage("leave#4", doc_id="leave", source_modified_at=NOW - DAY, indexed_at=NOW - 2 * DAY)
     assert is_stale(passage, catalog) is True
     assert is_stale(Passage("leave#4", doc_id="leave"), catalog) is False
+
+
+def test_a_passage_naming_no_version_is_judged_by_the_version_its_index_embedded():
+    catalog = catalog_with_versions(*CATALOG)
+    catalog.apply_index(IndexEvent(index="policies", doc_id="leave", version="2026-3", indexed_at=NOW - 9 * DAY))
+    passage = Passage("leave#4", doc_id="leave")  # spans that report only ids and scores
+    assert is_stale(passage, catalog, "policies") is True
+    assert is_stale(passage, catalog) is False  # no index: nothing says which version was served
 
 
 def test_without_catalog_or_both_timestamps_a_passage_is_not_stale():
