@@ -19,6 +19,7 @@ from ragmon.monitor.app.simulate import Simulator
 from ragmon.monitor.config.pipeline import Limits
 from ragmon.monitor.core.decode import Decoder, _Checker
 from ragmon.monitor.core.model import Event
+from ragmon.monitor.core.times import TimeReader
 
 RUNS = 5
 
@@ -67,10 +68,10 @@ def run() -> dict[str, float]:
 def thorough(typed: msgspec.json.Decoder):
     """The decoder as it would be without its fast path: every record through the checker that
     names the offending field (what the fast path runs only for records that break a limit)."""
-    limits = Limits()
+    limits, times = Limits(), TimeReader()
 
     def decode(record: bytes):
-        return _Checker(limits, time.time()).event(typed.decode(record))
+        return _Checker(limits, time.time(), times).event(typed.decode(record))
 
     return decode
 

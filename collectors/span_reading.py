@@ -9,10 +9,11 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from datetime import datetime
 from typing import Any
 
 from ragmon.collectors.semconv import PASSAGE_FIELDS, finite_number, parse_json_text, scalar_text
+from ragmon.monitor.core.acl import BadAcl, read_acl
+from ragmon.monitor.core.times import BadTime, read_seconds
 
 
 @dataclass(slots=True)
@@ -45,39 +46,27 @@ def _span(value: Any) -> list[int] | None:
 
 
 def _principals(value: Any) -> list[str] | None:
-    """A list of principals; a string is a comma-separated list (stores such as Chroma keep only
-    scalar metadata)."""
-    if type(value) is list and all(type(v) is str for v in value):
-        return value
-    if isinstance(value, str):
-        parsed = parse_json_text(value) if value.startswith("[") else None
-        value = parsed if parsed is not None else [p.strip() for p in value.split(",") if p.strip()]
-    if isinstance(value, list | tuple) and all(isinstance(v, str) for v in value):
-        return list(value)
-    return None
+    """An ACL, by the one rule of ``ragmon.monitor.core.acl`` (a string is a JSON array or a
+    comma-separated list: stores such as Chroma keep only scalar metadata)."""
+    if isinstance(value, tuple):
+        value = list(value)
+    try:
+        return read_acl(value)
+    except BadAcl:
+        return None
 
 
 def _time(value: Any) -> float | None:
-    """Unix seconds, from a number or an ISO 8601 time with an offset."""
-    if type(value) is float or type(value) is int:
-        try:
-            number = float(value)
-        except OverflowError:
-            return None
-        return number if 0 <= number < math.inf else None
+    """Unix seconds, by the one reader of event times (``ragmon.monitor.core.times``). Without a
+    zone: a time without an offset is of the wrong kind here (``events.time_zone`` applies to the
+    native events the decoder reads)."""
     if isinstance(value, bool):
         return None
-    if isinstance(value, str):
-        try:
-            parsed = datetime.fromisoformat(value)
-        except ValueError:
-            return None
-        if parsed.tzinfo is None:
-            return None
-        value = parsed.timestamp()
-    if isinstance(value, int | float):
-        return float(value) if math.isfinite(value) and value >= 0 else None
-    return None
+    try:
+        seconds = read_seconds(value)
+    except BadTime:
+        return None
+    return seconds if seconds >= 0 else None
 
 
 _FIELD_NAMES = frozenset(PASSAGE_FIELDS)

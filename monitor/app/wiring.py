@@ -41,6 +41,7 @@ from ragmon.monitor.core.errors import Retryable
 from ragmon.monitor.core.pipeline import DeadLetterSink, Pipeline, PipelineStats, Sink, Stages
 from ragmon.monitor.core.private_files import open_private
 from ragmon.monitor.core.signals import SignalEngine
+from ragmon.monitor.core.times import TimeReader
 from ragmon.monitor.findings.sink import FindingsSink
 from ragmon.monitor.findings.store import FindingsStore
 from ragmon.monitor.labeling.redact import Redactor
@@ -425,7 +426,7 @@ def build_runtime(
     sharing = _baseline_sharing(settings, engine, signals, clock)
     findings = FindingsStore(engine)
     dead_letters = _dead_letters(settings, clock, metrics, _letter_body(settings, key, redactor))
-    decoder = Decoder(settings.limits, clock)
+    decoder = Decoder(settings.limits, clock, TimeReader(settings.events.time_zone))
     sampler = Sampler(settings.sampling, redactor, decoder=decoder, recent_traces=settings.sampling.late_window_traces)
     prometheus = PrometheusSink(metrics)
     alerts = _alert_dispatcher(settings, metrics, clock, redactor.shown_id)

@@ -10,7 +10,7 @@ from datetime import UTC, datetime
 from pydantic import Field, NonNegativeInt, PositiveFloat, PositiveInt, field_validator, model_validator
 
 from ragmon.monitor.config.catalog_sources import CatalogSourceConfig
-from ragmon.monitor.config.section import ConfigSection
+from ragmon.monitor.config.section import ConfigSection, TimeZoneName
 
 
 class Limits(ConfigSection):
@@ -39,6 +39,15 @@ class Limits(ConfigSection):
     max_latency_ms: PositiveFloat = Field(86_400_000.0, description="Largest `latency_ms` of one stage (a day).")
     max_cost_usd: PositiveFloat = Field(1_000_000.0, description="Largest `usage.cost_usd` of one trace.")
 
+
+class EventsConfig(ConfigSection):
+    """How the fields of events are read (docs/events.md, "Times")."""
+
+    time_zone: TimeZoneName | None = Field(
+        None, description="The IANA zone (e.g. Europe/Berlin) of event times written without an offset "
+        "(`2026-12-01T10:00:00`, or a date alone, read as its 00:00), wherever they arrive: native events and "
+        "OTLP document metadata. Unset: such times are refused (`bad_timestamp`), since reading them as UTC "
+        "would shift each by the sources' offset.")
 
 
 _APOSTROPHE = "[\u2019']"

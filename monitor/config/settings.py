@@ -34,7 +34,14 @@ from pydantic import (
 from ragmon.monitor.config.alerting import AlertsConfig
 from ragmon.monitor.config.catalog_sources import SOURCE_MODELS
 from ragmon.monitor.config.environment import ENV_CONFIG_FILE, OverrideError, apply_environment
-from ragmon.monitor.config.pipeline import CatalogConfig, DedupeConfig, FindingsConfig, Limits, SignalsConfig
+from ragmon.monitor.config.pipeline import (
+    CatalogConfig,
+    DedupeConfig,
+    EventsConfig,
+    FindingsConfig,
+    Limits,
+    SignalsConfig,
+)
 from ragmon.monitor.config.scheduling import ProbesConfig, SchedulerConfig
 from ragmon.monitor.config.secret_refs import SecretRef
 from ragmon.monitor.config.section import ConfigSection, HttpUrlText
@@ -435,6 +442,7 @@ class Settings(ConfigSection):
     """The whole effective configuration. Build it with :func:`load_settings`."""
 
     limits: Limits = Limits()
+    events: EventsConfig = EventsConfig()
     dedupe: DedupeConfig = DedupeConfig()
     catalog: CatalogConfig = CatalogConfig()
     findings: FindingsConfig = FindingsConfig()

@@ -10,11 +10,11 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
-from datetime import datetime
 
 import msgspec
 
 from ragmon.monitor.config.pipeline import Limits
+from ragmon.monitor.core.acl import BadAcl, read_acl
 from ragmon.monitor.core.doc_ids import join_key
 from ragmon.monitor.core.errors import InvalidInput, Reason
 from ragmon.monitor.core.model import (
@@ -27,6 +27,7 @@ from ragmon.monitor.core.model import (
     Passage,
     TraceEvent,
 )
+from ragmon.monitor.core.times import ACCEPTED, MILLISECONDS_FROM, BadTime, TimeReader
 
 _AT = re.compile(r" - at `(?P<path>[^`]*)`$")
 _BACKTICKED = re.compile(r"`([^`]*)`")
@@ -45,12 +46,8 @@ def _classify(error: msgspec.ValidationError) -> InvalidInput:
     if path == "$.type" and head.startswith("Invalid value"):
         kinds = ", ".join(EVENT_TYPES)
         return InvalidInput(Reason.UNKNOWN_TYPE, f"`$.type` is not one of {kinds}", path)
-    if "datetime" in head or (head.startswith("Number out of range") and _is_time_path(path)):
-        return InvalidInput(
-            Reason.BAD_TIMESTAMP,
-            f"`{path}` must be an RFC 3339 time with an offset or Unix seconds",
-            path,
-        )
+    if _is_time_path(path) and head.startswith(("Expected", "Number out of range")):
+        return InvalidInput(Reason.BAD_TIMESTAMP, f"`{path}` must be {ACCEPTED}", path)
     if path == "$" and head.startswith("Expected `object`"):
         return InvalidInput(Reason.NOT_AN_OBJECT, "`$`: an event must be a JSON object", path)
     if head.startswith("Invalid enum value"):
@@ -80,13 +77,15 @@ class Decoder:
     """Decodes one raw record into an :data:`~ragmon.monitor.core.model.Event`, enforcing :class:`Limits`.
 
     ``clock`` returns the current Unix time; it decides what counts as a future timestamp.
-    Thread-safe: holds no per-call state.
+    ``times`` reads every time of an event (``events.time_zone`` decides times without an offset;
+    without it they are refused). Thread-safe: holds no per-call state.
     """
 
-    def __init__(self, limits: Limits, clock: Callable[[], float]) -> None:
+    def __init__(self, limits: Limits, clock: Callable[[], float], times: TimeReader | None = None) -> None:
         self._decoder = msgspec.json.Decoder(Event)
         self._limits = limits
         self._clock = clock
+        self._times = times if times is not None else TimeReader()
 
     def decode(self, data: bytes, size: int | None = None) -> Event:
         """Return the validated event with every timestamp as float Unix seconds.
@@ -116,7 +115,7 @@ class Decoder:
         if isinstance(event, TraceEvent) and self._trace_fits(event, now + self._limits.max_clock_skew_seconds):
             return event
         # Not a trace, or a trace that breaks a limit: the thorough pass names the field.
-        return _Checker(self._limits, now).event(event)
+        return _Checker(self._limits, now, self._times).event(event)
 
     def _trace_fits(self, trace: TraceEvent, latest: float) -> bool:
         """The hot path: the same limits as :class:`_Checker` applies to a trace, without
@@ -134,8 +133,11 @@ class Decoder:
         ):
             return False
         time_ = trace.time
-        if time_.__class__ is not float:
-            time_ = trace.time = _seconds(time_)
+        if time_.__class__ is not float or time_ >= MILLISECONDS_FROM:  # type: ignore[operator]
+            time_ = _seconds_or_none(self._times, time_)
+            if time_ is None:
+                return False  # left as it came: the checker names it
+            trace.time = time_
         if not 0 <= time_ <= latest:
             return False
         caller = trace.caller
@@ -149,9 +151,10 @@ class Decoder:
         for retrieval in trace.retrievals:
             if not 0 < len(retrieval.retriever) <= max_id:
                 return False
-            if not _passages_fit(retrieval.passages, max_id, max_text, max_items, latest):
+            if not _passages_fit(retrieval.passages, max_id, max_text, max_items, latest, self._times):
                 return False
-        if trace.context is not None and not _passages_fit(trace.context, max_id, max_text, max_items, latest):
+        if trace.context is not None and not _passages_fit(trace.context, max_id, max_text, max_items, latest,
+                                                           self._times):
             return False
         answer = trace.answer
         if answer is not None:
@@ -174,8 +177,18 @@ class Decoder:
         )
 
 
-def _seconds(value: datetime | float) -> float:
-    return value.timestamp() if isinstance(value, datetime) else float(value)
+def _seconds_or_none(times: TimeReader, value: object) -> float | None:
+    try:
+        return times.seconds(value)
+    except BadTime:
+        return None
+
+
+def _acl_or_none(value: object) -> list[str] | None:
+    try:
+        return read_acl(value)
+    except BadAcl:
+        return None
 
 
 def _principals_fit(items: list[str] | None, max_id: int, max_items: int) -> bool:
@@ -186,7 +199,8 @@ def _principals_fit(items: list[str] | None, max_id: int, max_items: int) -> boo
     return all(0 < len(item) <= max_id for item in items)
 
 
-def _passages_fit(passages: list[Passage], max_id: int, max_text: int, max_items: int, latest: float) -> bool:
+def _passages_fit(passages: list[Passage], max_id: int, max_text: int, max_items: int, latest: float,
+                  times: TimeReader) -> bool:
     if len(passages) > max_items:
         return False
     for passage in passages:
@@ -203,21 +217,34 @@ def _passages_fit(passages: list[Passage], max_id: int, max_text: int, max_items
             return False
         if passage.text is not None and len(passage.text) > max_text:
             return False
-        if passage.acl is not None and not _principals_fit(passage.acl, max_id, max_items):
-            return False
+        acl = passage.acl
+        if acl is not None:
+            if acl.__class__ is not list:
+                acl = _acl_or_none(acl)
+                if acl is None:
+                    return False
+                passage.acl = acl
+            if not _principals_fit(acl, max_id, max_items):  # type: ignore[arg-type]
+                return False
         span = passage.span
         if span is not None and not 0 <= span[0] <= span[1]:
             return False
         when = passage.indexed_at
         if when is not None:
-            if when.__class__ is not float:
-                when = passage.indexed_at = _seconds(when)
+            if when.__class__ is not float or when >= MILLISECONDS_FROM:  # type: ignore[operator]
+                when = _seconds_or_none(times, when)
+                if when is None:
+                    return False
+                passage.indexed_at = when
             if not 0 <= when <= latest:
                 return False
         when = passage.source_modified_at
         if when is not None:
-            if when.__class__ is not float:
-                when = passage.source_modified_at = _seconds(when)
+            if when.__class__ is not float or when >= MILLISECONDS_FROM:  # type: ignore[operator]
+                when = _seconds_or_none(times, when)
+                if when is None:
+                    return False
+                passage.source_modified_at = when
             if not 0 <= when <= latest:
                 return False
     return True
@@ -227,12 +254,13 @@ class _Checker:
     """The limits msgspec's static types cannot express (they are configurable), plus
     timestamp normalization. One instance per record."""
 
-    __slots__ = ("_limits", "_latest", "_now")
+    __slots__ = ("_limits", "_latest", "_now", "_times")
 
-    def __init__(self, limits: Limits, now: float) -> None:
+    def __init__(self, limits: Limits, now: float, times: TimeReader) -> None:
         self._limits = limits
         self._now = now
         self._latest = now + limits.max_clock_skew_seconds
+        self._times = times
 
     def event(self, event: Event) -> Event:
         if isinstance(event, TraceEvent):
@@ -247,7 +275,7 @@ class _Checker:
             self._id(event.version, "$.version")
             self._id(event.tenant, "$.tenant")
             event.modified_at = self._catalog_time(event.modified_at, "$.modified_at")
-            self._principals(event.acl, "$.acl")
+            event.acl = self._acl(event.acl, "$.acl")
         elif isinstance(event, IndexEvent):
             self._id(event.index, "$.index")
             self._id(event.doc_id, "$.doc_id")
@@ -317,7 +345,7 @@ class _Checker:
             self._id(passage.doc_version, f"{where}.doc_version", required=False)
             self._id(passage.embedding_model, f"{where}.embedding_model", required=False)
             self._text(passage.text, f"{where}.text")
-            self._principals(passage.acl, f"{where}.acl")
+            passage.acl = self._acl(passage.acl, f"{where}.acl")
             if passage.span is not None and not 0 <= passage.span[0] <= passage.span[1]:
                 raise InvalidInput(
                     Reason.INVALID_VALUE, f"`{where}.span` must be [start, end] with 0 <= start <= end",
@@ -337,6 +365,17 @@ class _Checker:
                 f"`{path}` has {len(items)} items, the limit is {self._limits.max_passages_per_list}",
                 path,
             )
+
+    def _acl(self, acl: list[str] | str | None, path: str) -> list[str] | None:
+        """An ACL read by the one rule of ``ragmon.monitor.core.acl``, its principals bounded."""
+        if acl is None:
+            return None
+        try:
+            principals = read_acl(acl)
+        except BadAcl as error:
+            raise InvalidInput(Reason.INVALID_VALUE, f"`{path}` {error}", path) from None
+        self._principals(principals, path)
+        return principals
 
     def _principals(self, principals: list[str] | None, path: str) -> None:
         if principals is None:
@@ -367,7 +406,7 @@ class _Checker:
                 path,
             )
 
-    def _catalog_time(self, value: datetime | float, path: str) -> float:
+    def _catalog_time(self, value: str | float, path: str) -> float:
         """A time of the catalog: a timestamp no earlier than ``limits.min_catalog_time``."""
         seconds = self._time(value, path)
         floor = self._limits.min_catalog_time
@@ -376,8 +415,11 @@ class _Checker:
                                "(limits.min_catalog_time)", path)
         return seconds
 
-    def _time(self, value: datetime | float, path: str) -> float:
-        seconds = _seconds(value)
+    def _time(self, value: str | float, path: str) -> float:
+        try:
+            seconds = self._times.seconds(value)
+        except BadTime as error:
+            raise InvalidInput(Reason.BAD_TIMESTAMP, f"`{path}` {error}", path) from None
         if seconds < 0:
             raise InvalidInput(
                 Reason.BAD_TIMESTAMP, f"`{path}` must not be before 1970", path

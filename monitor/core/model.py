@@ -5,19 +5,23 @@ cyclic garbage collector keeps its pauses short when millions are alive.
 
 Decoding (``ragmon.monitor.core.decode``) validates types and required fields in one pass over the bytes and
 then normalizes: every :data:`Timestamp` field holds float Unix seconds (UTC) once an event has
-left the decoder, whatever form (RFC 3339 string or number) it arrived in. Unknown JSON fields are
-ignored, so producers can add fields without breaking us.
+left the decoder, whatever form it arrived in (``ragmon.monitor.core.times``), and every ACL a list
+of principals, whether it came as a list or as a string (``ragmon.monitor.core.acl``). Unknown JSON
+fields are ignored, so producers can add fields without breaking us.
 """
 
 from __future__ import annotations
 
-from datetime import datetime
-from typing import Annotated, Literal
+from typing import Literal
 
 import msgspec
 
-#: On the wire: an RFC 3339 string with an offset, or Unix seconds. After decoding: float seconds.
-Timestamp = Annotated[datetime, msgspec.Meta(tz=True)] | float
+#: On the wire: a string or a number in one of the forms of ``ragmon.monitor.core.times``. After
+#: decoding: float Unix seconds.
+Timestamp = str | float
+#: On the wire: a list of principals or one string of them (``ragmon.monitor.core.acl``). After
+#: decoding: a list; None = unknown.
+Acl = list[str] | str
 
 FeedbackKind = Literal["thumb", "escalation", "citation_click", "copy", "comment"]
 FEEDBACK_KINDS: tuple[str, ...] = FeedbackKind.__args__  # type: ignore[attr-defined]
@@ -32,7 +36,7 @@ class Passage(msgspec.Struct, omit_defaults=True, gc=False):
     doc_version: str | None = None
     span: tuple[int, int] | None = None  # [start, end) characters in the source document version
     text: str | None = None
-    acl: list[str] | None = None  # principals allowed to read; "*" = everyone; None = unknown
+    acl: Acl | None = None  # principals allowed to read; "*" = everyone; None = unknown
     indexed_at: Timestamp | None = None
     source_modified_at: Timestamp | None = None
     embedding_model: str | None = None
@@ -125,7 +129,7 @@ class DocumentEvent(msgspec.Struct, tag="document", tag_field="type", omit_defau
     version: str
     modified_at: Timestamp
     tenant: str = "default"
-    acl: list[str] | None = None
+    acl: Acl | None = None
     deleted: bool = False
 
 

@@ -370,3 +370,28 @@ def test_openllmetry_langchain_retriever_and_the_caller_in_association_propertie
     off.scope = "opentelemetry.instrumentation.langchain"
     assert mapped(root, off).event["retrievals"] == [{"retriever": "vector_db_retrieve BM25Retriever",
                                                       "passages": []}]  # no output (content tracing off)
+
+
+def test_document_metadata_reads_acls_and_times_by_the_rules_of_native_events():
+    """One rule for ACL strings and one reader for times (docs/events.md): what a native event
+    accepts in a passage, a document's metadata gives the same, and what it refuses is named."""
+    from datetime import datetime
+
+    metadata = ('{"acl": "group:a, user:b", "indexed_at": "2026-11-21 10:00:00 +0100", '
+                '"source_modified_at": 1795000000123}')
+    found = Dialects().read(Span(T, "1" * 16, "", "s", 0, 1, {"openinference.span.kind": "RETRIEVER",
+                                                              "retrieval.documents.0.document.id": "d",
+                                                              "retrieval.documents.0.document.metadata": metadata}))
+    fields = found.documents[0].fields
+    assert fields["acl"] == ["group:a", "user:b"]
+    assert fields["indexed_at"] == datetime.fromisoformat("2026-11-21T09:00:00+00:00").timestamp()  # git's %ci
+    assert fields["source_modified_at"] == 1795000000.123  # milliseconds
+    assert found.problems == []
+    # a time without an offset (events.time_zone applies to native events only) and an ACL string
+    # naming no principal are named and left out
+    odd = '{"acl": " , ", "indexed_at": "2026-11-21T10:00:00"}'
+    read = Dialects().read(Span(T, "1" * 16, "", "s", 0, 1, {"openinference.span.kind": "RETRIEVER",
+                                                             "retrieval.documents.0.document.id": "d",
+                                                             "retrieval.documents.0.document.metadata": odd}))
+    assert read.documents[0].fields == {}
+    assert [attribute for attribute, _ in read.problems] == ["document.metadata"] * 2

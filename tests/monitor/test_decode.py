@@ -127,6 +127,18 @@ def test_other_event_kinds_decode():
         (trace(time=-5), Reason.BAD_TIMESTAMP, "$.time"),
         (json.dumps(trace(time=7)).encode().replace(b'"time": 7', b'"time": -1e999'), Reason.BAD_TIMESTAMP, "$.time"),
         (trace(context=[{"id": "p", "indexed_at": "soon"}]), Reason.BAD_TIMESTAMP, "$.context[0].indexed_at"),
+        (trace(context=[{"id": "p", "source_modified_at": "soon"}]), Reason.BAD_TIMESTAMP,
+         "$.context[0].source_modified_at"),
+        (trace(context=[{"id": "p", "indexed_at": 1e15}]), Reason.BAD_TIMESTAMP, "$.context[0].indexed_at"),
+        (trace(time=NOW * 1000 + 3_600_000), Reason.FUTURE_TIMESTAMP, "$.time"),  # milliseconds, an hour ahead
+        # an ACL string naming no principal is an unset field more often than "nobody" (that is [])
+        (trace(context=[{"id": "p", "acl": " , "}]), Reason.INVALID_VALUE, "$.context[0].acl"),
+        (trace(retrievals=[{"retriever": "v", "passages": [{"id": "p", "acl": "[group:a"}]}]), Reason.INVALID_VALUE,
+         "$.retrievals[0].passages[0].acl"),
+        (trace(context=[{"id": "p", "acl": "a,b,c,d,e,f,g,h,i,j,k"}]), Reason.TOO_MANY_PASSAGES, "$.context[0].acl"),
+        ({"type": "document", "doc_id": "d", "version": "1", "modified_at": NOW, "acl": ""}, Reason.INVALID_VALUE,
+         "$.acl"),
+        ({"type": "document", "doc_id": "d", "version": "1", "modified_at": NOW, "acl": 5}, Reason.WRONG_TYPE, "$.acl"),
         (trace(time=NOW + 3600), Reason.FUTURE_TIMESTAMP, "$.time"),
         ({"type": "document", "doc_id": "d", "version": "1", "modified_at": "2033-01-01T00:00:00Z"},
          Reason.FUTURE_TIMESTAMP, "$.modified_at"),
@@ -237,10 +249,12 @@ def _maybe(strategy):
 
 # Built once, not in each draw: hypothesis validates a strategy when it is first drawn from, which
 # cost more than the draws themselves when the composite made them anew for every example.
-_WHEN = st.sampled_from([NOW - 10, NOW + 10, NOW + 10_000, 0, "2026-11-29T10:00:00Z"])
+_WHEN = st.sampled_from([NOW - 10, NOW + 10, NOW + 10_000, 0, "2026-11-29T10:00:00Z", (NOW - 10) * 1000,
+                         "2026-11-29 10:00:00 +0100", "2026-11-29T10:00:00", "not a time", 1e15])
 _PASSAGE = st.fixed_dictionaries({"id": _sized_text(6)}, optional={
     "doc_id": _sized_text(6), "doc_version": _sized_text(6), "embedding_model": _sized_text(6),
-    "text": _sized_text(12), "acl": st.lists(_sized_text(6), max_size=4),
+    "text": _sized_text(12), "acl": st.lists(_sized_text(6), max_size=4) | st.sampled_from(
+        ["group:a, user:b", " , ", '["group:a"]', "[broken", "a,b,c,d", "group:toolong"]),
     "span": st.sampled_from([[0, 5], [5, 0], [3, 3]]), "indexed_at": _WHEN, "source_modified_at": _WHEN,
 })
 _OPTIONAL = {
@@ -257,7 +271,8 @@ _OPTIONAL = {
         "output_tokens": st.sampled_from([-1, 0, 7, 2 * 10**7]),
         "cost_usd": st.sampled_from([-0.5, 0.0, 0.2, 2e6])})),
 }
-_TIMES = st.sampled_from([NOW, NOW + 200, NOW + 1000, "2026-11-29T10:00:00+01:00"])
+_TIMES = st.sampled_from([NOW, NOW + 200, NOW + 1000, "2026-11-29T10:00:00+01:00", NOW * 1000, (NOW + 1000) * 1000,
+                          "2026-11-29", "2026-11-29 10:00:00 +0100"])
 _VERSION = _maybe(_sized_text(6))
 _PASSAGES = st.lists(_PASSAGE, max_size=4)
 
@@ -289,6 +304,7 @@ def near_limit_traces(draw):
 @given(near_limit_traces())
 def test_the_fast_path_accepts_exactly_what_the_thorough_checker_accepts(event):
     from ragmon.monitor.core.decode import _Checker
+    from ragmon.monitor.core.times import TimeReader
 
     limits = Limits(max_id_length=5, max_text_length=10, max_passages_per_list=3, max_retrieval_lists=2,
                     max_clock_skew_seconds=300)
@@ -297,8 +313,16 @@ def test_the_fast_path_accepts_exactly_what_the_thorough_checker_accepts(event):
     typed = msgspec.json.Decoder(TraceEvent)
     fast = fast_decoder._trace_fits(typed.decode(raw), NOW + 300)
     try:
-        _Checker(limits, NOW).event(typed.decode(raw))
+        _Checker(limits, NOW, TimeReader()).event(typed.decode(raw))
         thorough = True
     except InvalidInput:
         thorough = False
     assert fast == thorough
+    # and the decoder as a whole, which runs the checker on what the fast path left (times and
+    # ACLs it read in place): it must accept exactly the same
+    try:
+        fast_decoder.decode(raw)
+        whole = True
+    except InvalidInput:
+        whole = False
+    assert whole == thorough
