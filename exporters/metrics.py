@@ -87,7 +87,8 @@ METRICS: tuple[MetricSpec, ...] = (
     MetricSpec("ragmon_index_max_staleness_seconds", "gauge", ("index",),
                "Age of the oldest source change not yet in the index."),
     MetricSpec("ragmon_index_lag_seconds", "histogram", ("index",),
-               "Source change to indexed, observed at each index event.", LAG_BUCKETS),
+               "Source change to indexed, observed once per version an index takes in (an index event sent again "
+               "is no new lag).", LAG_BUCKETS),
     MetricSpec("ragmon_index_embedding_models", "gauge", ("index",),
                "Embedding models among the documents an index holds."),
     MetricSpec("ragmon_samples_total", "counter", ("tenant", "stratum"),

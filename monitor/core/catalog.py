@@ -77,6 +77,9 @@ class Catalog:
         self._holders: dict[str, set[str]] = {}  # doc_id -> the indexes holding an entry of it
         self._stale: dict[str, dict[str, float]] = {}  # index -> doc_id -> its oldest change not taken in
         self._models: dict[str, Counter[str]] = {}  # index -> embedding model -> entries (not removed)
+        # the last index event applied and the lag it took in: the catalog stage and the signals
+        # run one after the other on each event (see lag_taken_in)
+        self._last_lag: tuple[IndexEvent, float | None] | None = None
 
     def apply_document(self, event: DocumentEvent) -> DocumentState:
         """Record a document change. An older change arriving late only enters the history.
@@ -114,8 +117,13 @@ class Catalog:
             self.apply_index(event)
 
     def apply_index(self, event: IndexEvent) -> float | None:
-        """Record what an index embedded; return its lag (see :meth:`index_lag`)."""
+        """Record what an index embedded; return the index lag the event shows (:meth:`index_lag`)
+        when it brings the index a version of the document it did not hold, else None: an event
+        sent again, replayed, older than what the index holds, or re-indexing the version it holds
+        takes no source change in, so it is no new lag. :meth:`lag_taken_in` gives the same
+        figure to the signals."""
         key = (event.index, event.doc_id)
+        lag = None
         with self._lock:
             current = self.indexed.get(key)
             if current is None and self._max_index_entries is not None and \
@@ -127,7 +135,16 @@ class Catalog:
                                      event.embedding_model, event.chunks)
                 self.indexed[key] = entry
                 self._track(current, entry)
-        return self.index_lag(event)
+                if event.chunks != 0 and (current is None or current.version != event.version):
+                    lag = self.index_lag(event)
+            self._last_lag = (event, lag)
+        return lag
+
+    def lag_taken_in(self, event: IndexEvent) -> float | None:
+        """The lag :meth:`apply_index` returned for ``event`` (this very event, the last one it
+        applied), else None: the signals report it once, when the catalog stage took it in."""
+        last = self._last_lag
+        return last[1] if last is not None and last[0] is event else None
 
     def _track(self, old: IndexedState | None, new: IndexedState) -> None:
         """Under the lock: the health figures of ``new.index`` after its entry of a document changed."""

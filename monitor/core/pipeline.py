@@ -416,4 +416,6 @@ def _retry_key(event: Event) -> tuple | None:
         return ("trace", event.trace_id)
     if isinstance(event, FeedbackEvent):
         return ("feedback", event.trace_id, event.kind, event.value, event.time)
+    if isinstance(event, IndexEvent):  # its lag is observed when the catalog first takes the version in
+        return ("index", event.index, event.doc_id, event.version, event.indexed_at)
     return None

@@ -133,6 +133,34 @@ def test_index_lag_is_none_when_the_document_or_the_version_is_unknown():
     assert ("policies", "nowhere") in catalog.indexed  # still recorded
 
 
+def test_an_index_event_sent_again_or_reindexing_the_held_version_is_no_new_lag():
+    """Lag is a source change taken in: an indexer that re-sends its events (a retry, a replay, a
+    periodic full report) or re-embeds the version the index holds observes none."""
+    catalog = Catalog()
+    catalog.apply_document(doc(version="3", modified_at=100.0))
+    catalog.apply_document(doc(version="4", modified_at=200.0))
+    assert catalog.apply_index(indexed(version="3", indexed_at=130.0)) == 30.0
+    assert catalog.apply_index(indexed(version="3", indexed_at=130.0)) is None  # the same event again
+    assert catalog.apply_index(indexed(version="3", indexed_at=180.0)) is None  # version 3 re-embedded
+    assert catalog.apply_index(indexed(version="4", indexed_at=260.0)) == 60.0  # a new version: its lag
+    assert catalog.apply_index(indexed(version="3", indexed_at=150.0)) is None  # older than what it holds
+    assert catalog.apply_index(indexed(version="4", indexed_at=900.0, chunks=0)) is None  # a removal
+    restarted = Catalog()  # the same catalog loaded from the store: a replay of the topic is no lag either
+    restarted.load(list(catalog.documents.values()), list(catalog.indexed.values()))
+    assert restarted.apply_index(indexed(version="4", indexed_at=900.0, chunks=0)) is None
+
+
+def test_the_signals_get_the_lag_of_the_very_event_the_catalog_took_in():
+    catalog = Catalog()
+    catalog.apply_document(doc(version="4", modified_at=200.0))
+    event, same = indexed(version="4", indexed_at=230.0), indexed(version="4", indexed_at=230.0)
+    assert catalog.lag_taken_in(event) is None  # not applied yet
+    catalog.apply_index(event)
+    assert catalog.lag_taken_in(event) == 30.0
+    catalog.apply_index(same)
+    assert catalog.lag_taken_in(same) is None and catalog.lag_taken_in(event) is None
+
+
 def test_index_lag_is_never_negative():
     catalog = Catalog()
     catalog.apply_document(doc(version="4", modified_at=200.0))

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from ragmon.monitor.config.pipeline import Limits
+from ragmon.monitor.config.pipeline import Limits, SignalsConfig
 from ragmon.monitor.core.catalog import Catalog
 from ragmon.monitor.core.decode import Decoder
 from ragmon.monitor.core.dedupe import SeenTraces
@@ -129,6 +129,29 @@ def test_a_retried_batch_reuses_the_signals_and_decisions_of_its_refused_attempt
         ("signals of attempt 1", "decision 1"), ("signals of attempt 2", "decision 2")]
     pipeline.process(records(GOOD))  # a batch after a success is judged afresh
     assert len(calls) == len(decisions) == 3
+
+
+def test_an_index_event_of_a_refused_batch_keeps_its_lag_for_the_retry():
+    """The catalog takes the version in on the first attempt: the retry must not lose the lag
+    the first attempt observed (nor observe a second one)."""
+    from ragmon.monitor.core.signals import SignalEngine
+
+    catalog = Catalog()
+    signals = SignalEngine(SignalsConfig(), catalog, explain=False)
+    store, metrics = MemorySink("store", durable=True), MemorySink("metrics")
+    pipeline = Pipeline(Decoder(Limits(), lambda: NOW), [store, metrics], MemoryDeadLetters(), clock=lambda: NOW,
+                        stages=Stages(update_catalog=catalog.apply, analyze=signals.observe))
+    document = json.dumps({"type": "document", "doc_id": "d", "version": "2", "modified_at": NOW - 100}).encode()
+    index = json.dumps({"type": "index", "index": "i", "doc_id": "d", "version": "2", "indexed_at": NOW - 40}).encode()
+    pipeline.process(records(document))
+    store.fail_with = Retryable("database down")
+    with pytest.raises(Retryable):
+        pipeline.process(records(index))
+    store.fail_with = None
+    pipeline.process(records(index))
+    pipeline.process(records(index))  # sent again later: no new lag
+    lags = [o.signals.lag_seconds for o in metrics.observations if o.signals is not None]
+    assert lags == [60.0, None]
 
 
 def test_the_stages_run_in_order_on_each_event():

@@ -43,7 +43,7 @@ class SignalEngine:
         if isinstance(event, FeedbackEvent):
             return FeedbackSignals(self.recent.get(event.trace_id), event.kind, event.value)
         if isinstance(event, IndexEvent):
-            return IndexSignals(event.index, self.catalog.index_lag(event))
+            return IndexSignals(event.index, self.catalog.lag_taken_in(event))
         return None
 
     def learn(self, event: Event) -> None:
