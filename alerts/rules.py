@@ -5,7 +5,7 @@ PrometheusRule); the direct push uses the same names, severities and summaries.
 Every expression aggregates ``by (namespace, job, ...)``: each ragmon deployment (a Prometheus
 ``job`` in a Kubernetes ``namespace``) alerts on its own, so a busy one cannot hide a silent or leaking
 one, while the replicas of one deployment, scraped separately, count once. Beyond ``namespace`` and
-``job`` an expression keeps what it alerts on (tenant and index, index, topic or probe): gauges every
+``job`` an expression keeps what it alerts on (tenant and index, index, index and check, topic or probe): gauges every
 replica exports alike (index health, the group's consumer lag) take ``max``, counters each replica
 holds part of take ``sum``. The one exception is the ``absent_over_time`` clause of RagmonNoTraffic,
 which fires when no deployment at all reported a trace and so has no namespace or job to name.
@@ -35,6 +35,7 @@ LEAK_CONTEXT = "RagmonPermissionLeakContext"
 LEAK_CANDIDATES = "RagmonPermissionLeakCandidates"
 INDEX_STALE = "RagmonIndexStale"
 PROBE_LEAK = "RagmonProbeLeak"
+BLIND_INDEX = "RagmonBlindIndex"
 
 
 @dataclass(frozen=True)
@@ -86,6 +87,19 @@ def _increased(selector: str, by: str, window: str = "10m") -> str:
     does not make old counts look new."""
     return (f"sum by ({by}) (increase({selector}[{window}])) > 0"
             f" or sum by ({by}) ({selector} unless last_over_time({selector}[1h] offset {window})) > 0")
+
+
+def _blind(config: AlertsConfig) -> str:
+    """The share of the passages served from an index, over an hour, that a check could not judge,
+    above ``alerts.blind_ratio``, while the index answers above ``alerts.min_answers_per_second``.
+    A deployment that never judged one passage has its judged series at 0 (every series of a
+    tenant and index is made with its first trace); ``or ... * 0`` covers a series absent anyway."""
+    by = f"{BY_INDEX}, check"
+    unjudged = f"sum by ({by}) (rate(ragmon_passages_unjudged_total[1h]))"
+    judged = f"(sum by ({by}) (rate(ragmon_passages_judged_total[1h])) or {unjudged} * 0)"
+    traffic = f"sum by ({BY_INDEX}) (rate(ragmon_answers_total[1h])) > {config.min_answers_per_second:g}"
+    return (f"{unjudged} / ({unjudged} + {judged}) > {config.blind_ratio:g}"
+            f" and on ({BY_INDEX}) ({traffic})")
 
 
 def _traffic(config: AlertsConfig) -> str:
@@ -153,6 +167,11 @@ def alert_rules(config: AlertsConfig) -> list[AlertRule]:
                   f"max by ({BY_INDEX}) (ragmon_index_embedding_models) > 1", "30m",
                   "Index {{ $labels.index }} holds vectors of more than one embedding model",
                   "Scores from different embedding models are not comparable; a re-embedding is unfinished."),
+        AlertRule(BLIND_INDEX, WARNING, _blind(config), "15m",
+                  "Index {{ $labels.index }} is mostly not judged for {{ $labels.check }}",
+                  "Most passages served from the index over the last hour could not be judged by this check (the "
+                  "catalog does not know their documents, or knows no ACL or no served version of them): its leak "
+                  "or staleness counts of zero say nothing."),
         AlertRule("RagmonNoTraffic", CRITICAL,
                   _no_traffic(config),
                   "5m", "ragmon has seen no trace for a while: the monitor is blind",

@@ -130,6 +130,8 @@ class Metrics:
         self.violations = made["ragmon_permission_violations_total"]
         self.unknown_acl = made["ragmon_unknown_acl_passages_total"]
         self.stale = made["ragmon_stale_passages_served_total"]
+        self.judged = made["ragmon_passages_judged_total"]
+        self.unjudged = made["ragmon_passages_unjudged_total"]
         self.low_score = made["ragmon_low_score_retrievals_total"]
         self.empty = made["ragmon_empty_retrievals_total"]
         self.empty_keyword = made["ragmon_empty_keyword_retrievals_total"]

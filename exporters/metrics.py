@@ -60,6 +60,18 @@ METRICS: tuple[MetricSpec, ...] = (
                "Passages with no known ACL (neither in the catalog nor on the passage), distinct per trace."),
     MetricSpec("ragmon_stale_passages_served_total", "counter", (*TI, "stage"),
                "Passages from an outdated document version, distinct per trace, by stage."),
+    MetricSpec("ragmon_passages_judged_total", "counter", (*TI, "stage", "check"),
+               "Served passages a check could judge, distinct per trace and stage: check=access (an ACL or a "
+               "tenant known for it, in the catalog or on the passage), check=freshness (the catalog knows its "
+               "document and served version, or the passage carries indexed_at and source_modified_at)."),
+    MetricSpec("ragmon_passages_unjudged_total", "counter", (*TI, "stage", "check", "reason"),
+               "Served passages a check could not judge, distinct per trace and stage, by reason: "
+               "unknown_document (the catalog does not know its document), no_acl (access: no ACL in the catalog "
+               "nor on the passage), no_version (freshness: the served version is known neither from the "
+               "passage nor from its index). A zero of the check's signal says nothing of them."),
+    MetricSpec("ragmon_passage_coverage_ratio", "gauge", ("index", "check"),
+               "Share of the distinct passages served from the index over the last "
+               "`signals.coverage_window_seconds` that the check judged; no series without traffic in the window."),
     MetricSpec("ragmon_low_score_retrievals_total", "counter", (*TI, "retriever"),
                "Retrieval lists whose top score is below the threshold or trailing percentile."),
     MetricSpec("ragmon_empty_retrievals_total", "counter", (*TI, "retriever"), "Retrieval lists that came back empty."),
@@ -180,6 +192,7 @@ PULLED = frozenset({
     "ragmon_events_total", "ragmon_rejected_events_total", "ragmon_last_event_timestamp_seconds",
     "ragmon_sink_errors_total", "ragmon_duplicate_events_total", "ragmon_index_stale_documents",
     "ragmon_index_max_staleness_seconds", "ragmon_index_embedding_models", "ragmon_build_info", "ragmon_sample_queue",
+    "ragmon_passage_coverage_ratio",
 })
 
 
@@ -192,9 +205,9 @@ def reference_markdown() -> str:
         "All metrics are served at `GET /metrics`. Label values come from closed sets: `tenant` and",
         "`index` are capped (the `labels` config: an allowlist, else the first 50 seen, then `other`),",
         "`retriever` at 10, an OTLP instrumentation `scope` at 20; `stage`, `outcome`, `kind`, `value`,",
-        "`direction`, `reason`, `source`, `type`, `missing` are enums. No user, trace, passage or document",
-        "id and no text is ever a label value; a tenant, index, retriever or scope name a redaction",
-        "detector fires on is exported as its shown id, as the findings, samples and alerts show it",
+        "`direction`, `reason`, `source`, `type`, `missing`, `check`, `signal` are enums. No user, trace,",
+        "passage or document id and no text is ever a label value; a tenant, index, retriever or scope name",
+        "a redaction detector fires on is exported as its shown id, as the findings, samples and alerts show it",
         "(docs/sampling.md, \"Shown ids\"); a scope name is also made visible (a control character as its",
         "escape) and cut to 128 characters (docs/events.md, \"Traces ragmon cannot read\").",
         "`route` is one of the paths ragmon serves (a route with a trace id by its template), or `other`: a",

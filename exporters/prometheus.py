@@ -16,11 +16,13 @@ from prometheus_client import CollectorRegistry, GCCollector, PlatformCollector,
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
+from ragmon.exporters.coverage import CoverageCollector, CoverageWindow
 from ragmon.exporters.instruments import LabelCap, Metrics
 from ragmon.exporters.metrics import BY_NAME
 from ragmon.monitor.core.catalog import Catalog
 from ragmon.monitor.core.pipeline import Observation, PipelineStats
 from ragmon.monitor.core.signals import FeedbackSignals, IndexSignals, Outcome, TraceSignals
+from ragmon.monitor.core.signals.results import REASONS, STAGES, Check, Coverage
 from ragmon.monitor.labeling.sample_store import Admission
 
 UNKNOWN = "unknown"
@@ -30,10 +32,11 @@ LATENCY_STAGES = ("retrieve", "rerank", "generate", "total")
 class _Slot:
     """The children of one (tenant, index) pair, bound once: labels() is too slow per trace."""
 
-    __slots__ = ("answers", "violations", "unknown_acl", "stale", "duplicates", "mixed", "unsupported",
-                 "rephrases", "latency", "tokens", "cost", "empty_keyword")
+    __slots__ = ("index", "answers", "violations", "unknown_acl", "stale", "duplicates", "mixed", "unsupported",
+                 "rephrases", "latency", "tokens", "cost", "empty_keyword", "judged", "unjudged")
 
     def __init__(self, m: Metrics, tenant: str, index: str) -> None:
+        self.index = index  # the label
         self.answers = {o: m.answers.labels(tenant, index, o.value) for o in Outcome}
         self.violations = {s: m.violations.labels(tenant, index, s) for s in ("candidates", "context")}
         self.unknown_acl = m.unknown_acl.labels(tenant, index)
@@ -46,6 +49,10 @@ class _Slot:
         self.tokens = {d: m.tokens.labels(tenant, index, d) for d in ("input", "output")}
         self.cost = m.cost.labels(tenant, index)
         self.empty_keyword = m.empty_keyword.labels(tenant, index)
+        self.judged = {(check, stage): m.judged.labels(tenant, index, stage, check.value)
+                       for check in Check for stage in STAGES}
+        self.unjudged = {(check, stage, reason): m.unjudged.labels(tenant, index, stage, check.value, reason.value)
+                         for check in Check for stage in STAGES for reason in REASONS[check]}
 
 
 MAX_EXEMPLAR_ID = 100  # OpenMetrics bounds an exemplar's label names and values to 128 characters
@@ -64,9 +71,10 @@ class _Tally:
     ``relabel`` first (the sink shows their trace ids there: only those left standing, a few per
     batch, pay for it)."""
 
-    __slots__ = ("counts", "latest", "observed")
+    __slots__ = ("counts", "latest", "observed", "coverage")
 
     def __init__(self) -> None:
+        self.coverage: dict[tuple[str, str], list[int]] = {}  # (index label, check) -> [judged, served]
         self.counts: dict[Any, float] = {}  # counter child -> the batch's increments
         self.latest: dict[Any, tuple[float, dict[str, str]]] = {}  # counter child -> (amount, exemplar), the latest
         self.observed: list[tuple[Any, tuple[float, ...], float, Exemplar]] = []  # (child, its bounds, value, exemplar)
@@ -109,7 +117,9 @@ class PrometheusSink:
     name = "prometheus"
     durable = False  # counts only what is already stored, so a retried batch is not counted twice
 
-    def __init__(self, metrics: Metrics) -> None:
+    def __init__(self, metrics: Metrics, coverage: CoverageWindow | None = None) -> None:
+        """``coverage``: the trailing window of the coverage gauge, fed with each durable batch."""
+        self._coverage = coverage
         self._m = metrics
         self._slots: dict[tuple[str, str], _Slot] = {}
         self._retrievers: dict[tuple[str, str, str], tuple] = {}
@@ -157,6 +167,8 @@ class PrometheusSink:
         # leaves one in several series (each latency stage, its leak): shown once per batch
         shown = functools.lru_cache(maxsize=None)(self._m.shown)
         tally.apply(lambda exemplar: {"trace_id": shown(exemplar["trace_id"])})
+        if self._coverage is not None and tally.coverage:
+            self._coverage.add((key, judged, served) for key, (judged, served) in tally.coverage.items())
         return True
 
     def shutdown(self) -> None:
@@ -199,6 +211,8 @@ class PrometheusSink:
             add(slot.stale["candidates"], s.stale.candidates, exemplar)
         if s.stale.context:
             add(slot.stale["context"], s.stale.context, exemplar)
+        self._coverage_of(slot, Check.ACCESS, s.access.coverage, tally)
+        self._coverage_of(slot, Check.FRESHNESS, s.stale.coverage, tally)
         for finding in s.retrievals:
             low, empty, top = self._retriever(s.tenant, s.index, finding.retriever)
             if finding.low:
@@ -233,6 +247,22 @@ class PrometheusSink:
                 add(slot.cost, s.usage.cost_usd)
 
 
+    @staticmethod
+    def _coverage_of(slot: _Slot, check: Check, coverage: Coverage, tally: _Tally) -> None:
+        """The passages a check judged and could not judge, per stage (and reason), and over the
+        trace for the coverage window."""
+        for stage, n in coverage.judged.items():
+            tally.add(slot.judged[(check, stage)], n)
+        for (stage, reason), n in coverage.unjudged.items():
+            tally.add(slot.unjudged[(check, stage, reason)], n)
+        if coverage.served:
+            counted = tally.coverage.get((slot.index, check.value))
+            if counted is None:
+                counted = tally.coverage[(slot.index, check.value)] = [0, 0]
+            counted[0] += coverage.served - coverage.served_unjudged
+            counted[1] += coverage.served
+
+
 def _bounds(name: str) -> tuple[float, ...]:
     """The upper bounds of a histogram's buckets, ``+Inf`` last, as prometheus_client counts them."""
     return (*BY_NAME[name].buckets, float("inf"))
@@ -240,11 +270,15 @@ def _bounds(name: str) -> tuple[float, ...]:
 
 def register_scrape_time(metrics: Metrics, stats: PipelineStats, catalog: Catalog,
                          clock: Callable[[], float] = time.time,
-                         sample_queue: Callable[[], dict[str, int]] | None = None) -> None:
+                         sample_queue: Callable[[], dict[str, int]] | None = None,
+                         coverage: CoverageWindow | None = None) -> None:
     """Register the values computed when Prometheus scrapes: pipeline counters, catalog health, the
     process and its runtime and, with ``sample_queue`` (the samples in the store per status),
-    ``ragmon_sample_queue``."""
+    ``ragmon_sample_queue``, with ``coverage`` (the window the sink feeds),
+    ``ragmon_passage_coverage_ratio``."""
     metrics.registry.register(_ScrapeTimeCollector(stats, catalog, metrics.index, clock))
+    if coverage is not None:
+        metrics.registry.register(CoverageCollector(coverage))
     # what prometheus_client puts on its global registry, which ragmon does not use: process_*
     # (CPU, memory, file descriptors, start time), python_info and python_gc_*
     for standard in (ProcessCollector, PlatformCollector, GCCollector):

@@ -94,7 +94,12 @@ def test_a_leak_is_explained_by_the_read_api_and_the_cli(tmp_path):
         trace = httpx.get(f"{server.url}/api/v1/traces/leak-1", headers=read)
         assert trace.status_code == 200
         signals = sorted(f["signal"] for f in trace.json()["findings"])
-        assert signals == ["permission_violation", "permission_violation", "unsupported_citation"]
+        assert signals == ["not_judged", "permission_violation", "permission_violation", "unsupported_citation"]
+        # board-notes, not in the catalog and without times of its own, could not be judged for
+        # freshness: the trace says so rather than nothing
+        [blind] = [f for f in trace.json()["findings"] if f["signal"] == "not_judged"]
+        assert blind["reason"] == "not judged: freshness of 1 passage(s) (1 of documents the catalog does not know)"
+        assert blind["passage_ids"] == ["board-notes#4"] and blind["stage"] is None
         sample = trace.json()["sample"]  # a leak is always sampled, redacted
         assert "permission_violation" in sample["strata"] and CALLER not in json.dumps(sample)
         assert httpx.get(f"{server.url}/api/v1/traces/quiet-1", headers=read).status_code in (200, 404)
@@ -129,6 +134,7 @@ def test_a_leak_is_explained_by_the_read_api_and_the_cli(tmp_path):
         shown = runner.invoke(main, ["trace", "show", "leak-1"], env=env)
         assert shown.exit_code == 0, shown.output
         assert "catalog ACL [group:payroll] excludes the caller" in shown.stdout and CALLER not in shown.stdout
+        assert "not judged: freshness of 1 passage(s)" in " ".join(shown.stdout.split())
         assert runner.invoke(main, ["trace", "show", "nobody"], env=env).exit_code == 1
 
 
@@ -169,6 +175,9 @@ def test_a_caller_with_hundreds_of_long_groups_gets_a_bounded_reason_and_trace_s
     shown = runner.invoke(main, ["trace", "show", "many-groups-1", "--full", "-o", "json"], env=env)
     assert shown.exit_code == 0, shown.output
     for finding in json.loads(shown.stdout)["findings"]:
+        if finding["signal"] == "not_judged":  # the passage's freshness: no principals named
+            assert finding["principals"] == {}
+            continue
         caller = finding["principals"]["caller"]
         assert caller["omitted"] == 0 and len(caller["values"]) == 402
         assert [p for p in caller["values"] if p.startswith("group:")] == sorted(f"group:{g}" for g in groups)

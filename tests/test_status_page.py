@@ -206,7 +206,8 @@ def test_a_page_on_a_rebound_name_cannot_read_the_findings(tmp_path, rebinding_b
 def _long_groups_leak(now: float, tenant: str, trace_id: str, groups: int = 0) -> dict:
     """A trace whose caller (in ``groups`` groups of 250 characters, besides staff) got a passage
     only the board may read, in the context."""
-    passage = {"id": "minutes#1", "doc_id": "minutes", "doc_version": "v1", "score": 0.9, "acl": ["group:board"]}
+    passage = {"id": "minutes#1", "doc_id": "minutes", "doc_version": "v1", "score": 0.9, "acl": ["group:board"],
+               "indexed_at": now - 60, "source_modified_at": now - 120}  # judged for freshness too: no not_judged
     names = ["staff", *(f"g{i:03d}-" + "x" * 245 for i in range(groups))]
     return {"type": "trace", "trace_id": trace_id, "time": now - 5, "tenant": tenant,
             "caller": {"id": "u-1", "groups": names}, "index": {"name": "hr"}, "query": f"question {trace_id}",

@@ -4,6 +4,12 @@ ingest and dead letters, the OTLP traces read per instrumentation scope, signals
 index, pushed alerts, the latest findings (each linking to its trace's page), the labeling queue,
 and catalog health.
 
+A count of leaks or stale passages is shown with the share of the passages behind it that its
+check could judge (``ragmon_passages_judged_total`` against ``ragmon_passages_unjudged_total``),
+and the catalog table gives each index's coverage over the trailing window
+(``ragmon_passage_coverage_ratio``), indexes with traffic and no index event among them: a zero
+ragmon could not have seen is never shown as a healthy zero.
+
 Everything shown is what the metrics, the findings and the stores already hold (ids, counts,
 rules in words): no query or passage text. Every value goes through :func:`html.escape`.
 
@@ -38,6 +44,10 @@ CATALOG_ROWS = 50  # indexes listed, the stalest first
 TRACE_FINDINGS = 100  # a trace's findings on its page (a trace has a handful); all through the API
 CELL_CHARS = 200  # a longer cell (a reason naming hundreds of groups, a list of documents) is cut
 COUNTED_AT_MOST = 10_000  # findings counted for "N of TOTAL shown"; beyond, "more than 10,000"
+BLIND_BELOW = 0.5  # a zero whose check judged less than this share of the passages is shown as blind
+# the signal columns whose count is only as good as the check behind it: (column, check)
+JUDGED_BY = {"leaks (context)": "access", "stale served": "freshness"}
+COVERAGE = "ragmon_passage_coverage_ratio"
 # (column, metric, labels it must have): the signals per tenant and index, from the metrics
 SIGNAL_COLUMNS: tuple[tuple[str, str, dict[str, str]], ...] = (
     ("answers", "ragmon_answers_total", {}),
@@ -113,10 +123,11 @@ class StatusPage:
 
     def render(self) -> str:
         now = self._clock()
+        samples = [sample for family in self._runtime.registry.collect() for sample in family.samples]
         body = (f"<h1>ragmon</h1><p class=\"muted\">{_e(_when(now))}, refreshes every {REFRESH_SECONDS} s · "
                 f'<a href="/metrics">metrics</a> · <a href="/api/v1/findings">findings (JSON)</a></p>'
-                + self._ingest(now) + self._scopes() + self._signals() + self._alerts() + self._findings()
-                + self._samples() + self._catalog(now))
+                + self._ingest(now) + self._scopes() + self._signals(samples) + self._alerts() + self._findings()
+                + self._samples() + self._catalog(now, samples))
         return _page("ragmon status", body, REFRESH_SECONDS)
 
     def trace(self, stored_id: str) -> str | None:
@@ -201,17 +212,21 @@ class StatusPage:
                 + _part(len(rows), len(counts), ', the least read first; all of them in <a href="/metrics">/metrics'
                         '</a>'))
 
-    def _signals(self) -> str:
+    def _signals(self, samples: Sequence[Any]) -> str:
         wanted = {metric for _, metric, _ in SIGNAL_COLUMNS}
         counts: dict[tuple[str, str], Counter[str]] = defaultdict(Counter)
-        for family in self._runtime.registry.collect():
-            for sample in family.samples:
-                if sample.name not in wanted or "tenant" not in sample.labels:
-                    continue
-                key = (sample.labels["tenant"], sample.labels.get("index", ""))
-                for column, metric, match in SIGNAL_COLUMNS:
-                    if metric == sample.name and all(sample.labels.get(k) == v for k, v in match.items()):
-                        counts[key][column] += sample.value
+        for sample in samples:
+            if "tenant" not in sample.labels:
+                continue
+            key = (sample.labels["tenant"], sample.labels.get("index", ""))
+            if sample.name in JUDGED_COUNTERS and sample.labels.get("stage") == "context":
+                counts[key][f"{JUDGED_COUNTERS[sample.name]} {sample.labels['check']}"] += sample.value
+                continue
+            if sample.name not in wanted:
+                continue
+            for column, metric, match in SIGNAL_COLUMNS:
+                if metric == sample.name and all(sample.labels.get(k) == v for k, v in match.items()):
+                    counts[key][column] += sample.value
         # the pairs with leaks first, then stale passages served, then the busiest
         ordered = sorted(counts.items(), key=lambda item: (-item[1]["leaks (context)"], -item[1]["stale served"],
                                                            -item[1]["answers"], item[0]))
@@ -221,7 +236,10 @@ class StatusPage:
             for column, _, _ in SIGNAL_COLUMNS:
                 value = int(row[column])
                 bad = value and column in ("leaks (context)", "stale served")
-                cells.append(f'<span class="bad">{value}</span>' if bad else str(value))
+                cell = f'<span class="bad">{value}</span>' if bad else str(value)
+                check = JUDGED_BY.get(column)
+                cells.append(cell if check is None else cell + _judged(value, row[f"judged {check}"],
+                                                                       row[f"unjudged {check}"]))
             rows.append((_e(tenant), _e(index), *cells))
         headers = ("tenant", "index", *(column for column, _, _ in SIGNAL_COLUMNS))
         return ("<h2>signals per tenant and index</h2>" + _table(headers, rows, numeric=range(2, len(headers)))
@@ -260,17 +278,57 @@ class StatusPage:
                 + (f"<p>queued in {_e(weeks[0])}, by stratum:</p>" if weeks else "")
                 + _table(("stratum", "samples"), ((_e(s), _e(n)) for s, n in strata.most_common()), numeric=(1,)))
 
-    def _catalog(self, now: float) -> str:
-        health = self._runtime.catalog.health(now)
-        stalest = sorted(health.items(), key=lambda item: (-item[1].max_staleness_seconds, item[0]))
+    def _catalog(self, now: float, samples: Sequence[Any]) -> str:
+        """Per index: staleness from the catalog, and the share of its served passages each check
+        judged over the trailing window. An index with traffic and no index event is listed too:
+        its staleness is unknown, not zero."""
         show = self._shown
-        rows = [(_e(show(index)), _e(h.stale_documents), _e(f"{h.max_staleness_seconds / 3600:.1f}"),
-                 _e(h.embedding_models), _e(", ".join(show(doc_id) for doc_id in h.stalest)))
-                for index, h in stalest[:CATALOG_ROWS]]
+        health = {show(index): h for index, h in self._runtime.catalog.health(now).items()}
+        coverage: dict[str, dict[str, float]] = defaultdict(dict)
+        for sample in samples:
+            if sample.name == COVERAGE:
+                coverage[sample.labels["index"]][sample.labels["check"]] = sample.value
+
+        def order(index: str) -> tuple:  # the blind first, then the stalest
+            blind = min(coverage.get(index, {}).values(), default=1.0) < BLIND_BELOW
+            return (not blind, -(health[index].max_staleness_seconds if index in health else 0.0), index)
+
+        indexes = sorted(health.keys() | coverage.keys(), key=order)
+        rows = []
+        for index in indexes[:CATALOG_ROWS]:
+            h, judged = health.get(index), coverage.get(index, {})
+            known = (_e(h.stale_documents), _e(f"{h.max_staleness_seconds / 3600:.1f}"), _e(h.embedding_models),
+                     _e(", ".join(show(doc_id) for doc_id in h.stalest))) if h is not None else (
+                '<span class="bad">unknown: no index event</span>', "–", "–", "")
+            rows.append((_e(index), *known, *(_share(judged.get(check)) for check in ("access", "freshness"))))
+        headers = ("index", "stale documents", "max staleness (h)", "embedding models", "stalest",
+                   "access judged", "freshness judged")
         return ("<h2>catalog</h2>" + f"<p>{_e(len(self._runtime.catalog.documents))} documents</p>"
-                + _table(("index", "stale documents", "max staleness (h)", "embedding models", "stalest"), rows,
-                         numeric=(1, 2, 3))
-                + _part(len(rows), len(health), ', the stalest first; all of them in <a href="/metrics">/metrics</a>'))
+                + _table(headers, rows, numeric=(1, 2, 3, 5, 6))
+                + _part(len(rows), len(indexes), ', the blind and the stalest first; all of them in '
+                        '<a href="/metrics">/metrics</a>'))
+
+
+JUDGED_COUNTERS = {"ragmon_passages_judged_total": "judged", "ragmon_passages_unjudged_total": "unjudged"}
+
+
+def _judged(value: int, judged: float, unjudged: float) -> str:
+    """What is shown beside a count: the share of the passages (in the context) its check judged;
+    a zero judged from less than :data:`BLIND_BELOW` of them is marked blind."""
+    total = judged + unjudged
+    if not total:
+        return ' <span class="muted">(no passage)</span>'
+    share = judged / total
+    if not value and share < BLIND_BELOW:
+        return f' <span class="bad">(blind: {share:.0%} judged)</span>'
+    return f' <span class="muted">({share:.0%} judged)</span>'
+
+
+def _share(ratio: float | None) -> str:
+    """A coverage gauge's value as a cell: blind below :data:`BLIND_BELOW`; – without traffic."""
+    if ratio is None:
+        return '<span class="muted">–</span>'
+    return f'<span class="bad">{ratio:.0%}</span>' if ratio < BLIND_BELOW else f"{ratio:.0%}"
 
 
 def _findings_table(rows: Sequence[FindingRow], with_trace: bool) -> str:

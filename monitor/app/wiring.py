@@ -27,6 +27,7 @@ from ragmon.alerts.sink import AlertSink
 from ragmon.alerts.state import AlertBook
 from ragmon.collectors.files import JsonlDeadLetterSink
 from ragmon.collectors.letter_body import LetterBody
+from ragmon.exporters.coverage import CoverageWindow
 from ragmon.exporters.instruments import Metrics
 from ragmon.exporters.prometheus import PrometheusSink, register_scrape_time
 from ragmon.monitor.app.catalog_sync import CatalogApply, CatalogSync, ConfiguredSource, PipelineApply, TopicApply
@@ -421,14 +422,15 @@ def build_runtime(
     redactor = Redactor(settings.redaction.model_copy(update={"caller_key": SecretStr(key)}))
     # tenant, index and retriever labels and exemplars' trace ids as every surface shows them
     metrics = Metrics(registry, settings.labels, shown=redactor.shown_id)
-    register_scrape_time(metrics, stats, catalog, clock, sample_queue=samples.counts_by_status)
+    coverage = CoverageWindow(settings.signals.coverage_window_seconds)
+    register_scrape_time(metrics, stats, catalog, clock, sample_queue=samples.counts_by_status, coverage=coverage)
     signals = SignalEngine(settings.signals, catalog, explain=settings.findings.enabled)
     sharing = _baseline_sharing(settings, engine, signals, clock)
     findings = FindingsStore(engine)
     dead_letters = _dead_letters(settings, clock, metrics, _letter_body(settings, key, redactor))
     decoder = Decoder(settings.limits, clock, TimeReader(settings.events.time_zone))
     sampler = Sampler(settings.sampling, redactor, decoder=decoder, recent_traces=settings.sampling.late_window_traces)
-    prometheus = PrometheusSink(metrics)
+    prometheus = PrometheusSink(metrics, coverage)
     alerts = _alert_dispatcher(settings, metrics, clock, redactor.shown_id)
     telemetry = _telemetry(settings, command, metrics, span_exporter) if command is not None else None
     pipeline = Pipeline(

@@ -35,6 +35,10 @@ class AlertsConfig(ConfigSection):
     low_score_surge_factor: PositiveFloat = Field(
         2.0, description="Low-top-score ratio as a multiple of the same hour last week that alerts.")
     low_score_min_ratio: float = Field(0.2, gt=0, lt=1, description="Low-top-score ratio below which no surge alerts.")
+    blind_ratio: float = Field(
+        0.5, gt=0, lt=1, description="Share of the passages served from an index over an hour that a check "
+        "(access, freshness) could not judge above which RagmonBlindIndex fires, while the index answers above "
+        "`min_answers_per_second`.")
     no_traffic_minutes: PositiveFloat = Field(15.0, description="Minutes without a trace event before the monitor "
                                               "counts as blind.")
     rejected_ratio: float = Field(0.05, gt=0, lt=1, description="Share of rejected input over 10 minutes that alerts.")

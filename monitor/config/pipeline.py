@@ -99,6 +99,9 @@ class SignalsConfig(ConfigSection):
     rephrase_min_jaccard: float = Field(0.6, gt=0, le=1, description="Token-set Jaccard similarity of a rephrase.")
     rephrase_callers: PositiveInt = Field(100_000, description="Callers remembered for rephrase detection.")
     recent_traces: PositiveInt = Field(200_000, description="Traces remembered to join late feedback to.")
+    coverage_window_seconds: PositiveFloat = Field(
+        3600.0, description="The trailing window of `ragmon_passage_coverage_ratio`: the share of the passages "
+        "served from an index that the access and freshness checks could judge.")
 
     @model_validator(mode="after")
     def _window_holds_the_samples(self) -> SignalsConfig:

@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
 from prometheus_client.openmetrics.exposition import generate_latest as openmetrics_latest
 
+from ragmon.exporters.coverage import CoverageWindow
 from ragmon.exporters.instruments import OTHER, LabelCap, Metrics
 from ragmon.exporters.metrics import LATENCY_BUCKETS, METRICS
 from ragmon.exporters.prometheus import PrometheusSink, _Tally, metric_sum, register_scrape_time
@@ -20,12 +21,18 @@ from ragmon.monitor.core.catalog import Catalog
 from ragmon.monitor.core.model import IndexRef, Latency, TraceEvent, Usage
 from ragmon.monitor.core.pipeline import Observation, PipelineStats
 from ragmon.monitor.core.signals import AccessFindings, Outcome, RetrievalFinding, StaleFindings, TraceSignals
+from ragmon.monitor.core.signals.results import Coverage, Unjudged
 
 
 def signals(tenant: str, index: str, retriever: str) -> TraceSignals:
+    # two passages, one in the context; the access check could not judge one of them
+    coverage = Coverage({"candidates": 1, "context": 1}, {("candidates", Unjudged.NO_ACL): 1}, 2, 1,
+                        {Unjudged.NO_ACL: 1})
     return TraceSignals(
-        tenant=tenant, index=index, has_caller=True, outcome=Outcome.ANSWERED, access=AccessFindings(1, 1, 1),
-        stale=StaleFindings(1, 1), retrievals=[RetrievalFinding(retriever, 0.5, True, False, False)],
+        tenant=tenant, index=index, has_caller=True, outcome=Outcome.ANSWERED,
+        access=AccessFindings(1, 1, 1, coverage=coverage),
+        stale=StaleFindings(1, 1, coverage=Coverage({"candidates": 2, "context": 1}, {}, 2, 0)),
+        retrievals=[RetrievalFinding(retriever, 0.5, True, False, False)],
         duplicate_passages=1, duplicate_doc_versions=1, mixed_embeddings=True, unsupported_citations=1,
         rephrase_of=None, latency=Latency(retrieve=10, total=20), usage=Usage(input_tokens=5, output_tokens=2,
                                                                              cost_usd=0.1))
@@ -70,12 +77,15 @@ def test_a_hundred_thousand_distinct_names_stay_within_the_caps():
 def test_the_exposition_passes_promtool_and_declares_every_spec_metric():
     registry = CollectorRegistry()
     metrics = Metrics(registry, LabelsConfig())
-    register_scrape_time(metrics, PipelineStats(), Catalog(), clock=lambda: 0.0, sample_queue=lambda: {"queued": 3})
-    sink = PrometheusSink(metrics)
+    window = CoverageWindow(3600.0, clock=lambda: 0.0)
+    register_scrape_time(metrics, PipelineStats(), Catalog(), clock=lambda: 0.0, sample_queue=lambda: {"queued": 3},
+                         coverage=window)
+    sink = PrometheusSink(metrics, window)
     sink.consume(observation(signals("acme", "policies", "bm25")))
     sink.flush(1.0)
     exposition = generate_latest(registry)
     assert b'ragmon_sample_queue{status="queued"} 3.0' in exposition
+    assert b'ragmon_passage_coverage_ratio{check="access",index="policies"} 0.5' in exposition
     assert b'ragmon_sample_queue{status="labeled"} 0.0' in exposition
     for spec in METRICS:
         assert f"# TYPE {spec.name} {spec.kind}\n".encode() in exposition, spec.name

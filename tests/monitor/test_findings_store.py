@@ -160,7 +160,7 @@ def test_ids_are_stored_as_shown_ids_under_a_keyed_row_key(store):
         sink = FindingsSink(store, redactor, 100.0, Clock(), monotonic=Clock())
         sink.consume(_leak(trace_id, ["staff"], tenant))
         sink.flush(5)
-        rows = store.find(FindingQuery(trace_id=redactor.shown_id(trace_id)))
+        rows = store.find(FindingQuery(trace_id=redactor.shown_id(trace_id), signal="permission_violation"))
         assert len(rows) == 2 and {r.stage for r in rows} == {"candidates", "context"}
         for row in rows:
             assert row.trace_id.startswith("[EMAIL]~k") and row.tenant == redactor.shown_id(tenant)
@@ -176,7 +176,7 @@ def test_a_long_list_is_cut_in_the_reason_and_kept_whole_apart(store):
     sink = sink_for(store, Clock())
     sink.consume(_leak("many-groups", groups))
     sink.flush(5)
-    rows = store.find(FindingQuery())
+    rows = store.find(FindingQuery(signal="permission_violation"))
     assert len(rows) == 2
     for row in rows:
         assert len(row.reason) <= MAX_REASON_CHARS

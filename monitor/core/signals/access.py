@@ -5,12 +5,11 @@ from __future__ import annotations
 from collections.abc import Callable
 from enum import Enum
 
+from ragmon.monitor.core.acl import EVERYONE
 from ragmon.monitor.core.catalog import Catalog
 from ragmon.monitor.core.model import Passage, TraceEvent
-from ragmon.monitor.core.signals.results import AccessFindings
-from ragmon.monitor.core.signals.stages import flag_passages
-
-EVERYONE = "*"
+from ragmon.monitor.core.signals.results import AccessFindings, Unjudged
+from ragmon.monitor.core.signals.stages import StageIds, flag_passages
 
 
 def caller_principals(trace: TraceEvent) -> frozenset[str]:
@@ -81,13 +80,31 @@ def access_judge(trace: TraceEvent, catalog: Catalog) -> Callable[[Passage], Acc
     return judge
 
 
-def permission_violations(trace: TraceEvent, catalog: Catalog) -> AccessFindings:
-    """Distinct violating passage ids at stage ``candidates`` (any retrieval list) and ``context``."""
+def unjudged_access(catalog: Catalog) -> Callable[[list[Passage]], Unjudged]:
+    """Why no copy of a passage could be judged for access: the catalog knows the document of one
+    of them but holds no ACL for it (``no_acl``), or knows none of their documents
+    (``unknown_document``); either way no copy carries an ACL of its own."""
+
+    def reason(copies: list[Passage]) -> Unjudged:
+        for passage in copies:
+            doc_id = catalog.document_of(passage)
+            if doc_id is not None and catalog.document(doc_id) is not None:
+                return Unjudged.NO_ACL
+        return Unjudged.UNKNOWN_DOCUMENT
+
+    return reason
+
+
+def permission_violations(trace: TraceEvent, catalog: Catalog, stages: StageIds | None = None) -> AccessFindings:
+    """Distinct violating passage ids at stage ``candidates`` (any retrieval list) and ``context``,
+    and the coverage of the check (which passages could be judged at all). ``stages``: the
+    trace's ``stage_ids``, when at hand."""
     access = access_judge(trace, catalog)
 
     def judge(passage: Passage) -> bool | None:
         return access(passage).violation
 
-    flagged = flag_passages(trace, judge, catalog.document_of)
+    flagged = flag_passages(trace, judge, catalog.document_of, unjudged_access(catalog), stages)
     unknown = sum(1 for verdict in flagged.verdicts.values() if verdict is None)
-    return AccessFindings(flagged.candidates, flagged.context, unknown, flagged.doc_ids, flagged.context_doc_ids)
+    return AccessFindings(flagged.candidates, flagged.context, unknown, flagged.doc_ids, flagged.context_doc_ids,
+                          flagged.coverage)

@@ -13,6 +13,7 @@ from ragmon.monitor.core.signals.memory import RecentTraces, RephraseDetector
 from ragmon.monitor.core.signals.outcome import answer_outcome, compile_refusals
 from ragmon.monitor.core.signals.results import FeedbackSignals, IndexSignals, Signals, TraceRef, TraceSignals
 from ragmon.monitor.core.signals.scores import ScoreBaselines, learn_baselines, retrieval_findings
+from ragmon.monitor.core.signals.stages import stage_ids
 
 
 class SignalEngine:
@@ -61,13 +62,14 @@ class SignalEngine:
         ref = TraceRef(trace.trace_id, trace.tenant, trace.index.name, trace.time)
         self.recent.remember(ref)
         duplicate_passages, duplicate_versions = duplicate_slots(context)
+        stages = stage_ids(trace)
         signals = TraceSignals(
             tenant=trace.tenant,
             index=trace.index.name,
             has_caller=trace.caller is not None and bool(trace.caller.id or trace.caller.groups),
             outcome=answer_outcome(trace, self._refusals),
-            access=permission_violations(trace, self.catalog),
-            stale=stale_passages(trace, self.catalog),
+            access=permission_violations(trace, self.catalog, stages),
+            stale=stale_passages(trace, self.catalog, stages),
             retrievals=retrieval_findings(trace, self._config.low_score_thresholds, self.baselines, self._keyword),
             duplicate_passages=duplicate_passages,
             duplicate_doc_versions=duplicate_versions,

@@ -25,11 +25,13 @@ from ragmon.monitor.core.signals.access import Access, access_judge, caller_prin
 from ragmon.monitor.core.signals.freshness import Freshness, staleness
 from ragmon.monitor.core.signals.results import (
     MAX_IDS,
+    Coverage,
     FeedbackSignals,
     Outcome,
     RetrievalFinding,
     TraceRef,
     TraceSignals,
+    Unjudged,
 )
 
 
@@ -46,6 +48,7 @@ class FindingSignal(StrEnum):
     EMPTY_CONTEXT = "empty_context"
     REPHRASED = "rephrased"
     NEGATIVE_FEEDBACK = "negative_feedback"
+    NOT_JUDGED = "not_judged"  # passages the access or freshness check could not judge, and why
 
 
 @dataclass(slots=True)
@@ -83,11 +86,13 @@ class Why(NamedTuple):
 
 
 def fired(signals: TraceSignals) -> bool:
-    """Whether any signal :func:`explain_trace` explains fired on the trace."""
+    """Whether any signal :func:`explain_trace` explains fired on the trace, or a served passage
+    could not be judged."""
     return bool(signals.access.candidates or signals.access.context or signals.stale.candidates
                 or signals.stale.context or signals.unsupported_citations or signals.mixed_embeddings
                 or signals.duplicate_passages or signals.duplicate_doc_versions or signals.low_score
-                or signals.outcome in (Outcome.ABSTAINED, Outcome.EMPTY_CONTEXT) or signals.rephrase_of is not None)
+                or signals.outcome in (Outcome.ABSTAINED, Outcome.EMPTY_CONTEXT) or signals.rephrase_of is not None
+                or signals.access.coverage.served_unjudged or signals.stale.coverage.served_unjudged)
 
 
 def explain_trace(trace: TraceEvent, signals: TraceSignals, catalog: Catalog) -> list[Finding]:
@@ -133,7 +138,36 @@ def explain_trace(trace: TraceEvent, signals: TraceSignals, catalog: Catalog) ->
         findings.append(Finding(FindingSignal.REPHRASED, earlier,
                                 f"the caller asked again {max(0.0, trace.time - earlier.time):.0f} s later, "
                                 "in trace {later}", ids={"later": trace.trace_id}))
+    if signals.access.coverage.served_unjudged or signals.stale.coverage.served_unjudged:
+        findings.append(not_judged(ref, signals.access.coverage, signals.stale.coverage))
     return findings
+
+
+# what a reason means, in the words of a finding (docs/signals.md, "Coverage")
+UNJUDGED_WORDS = {
+    Unjudged.UNKNOWN_DOCUMENT: "of documents the catalog does not know",
+    Unjudged.NO_ACL: "whose document has no ACL in the catalog nor on the passage",
+    Unjudged.NO_VERSION: "whose served version is known neither from the passage nor from its index",
+}
+
+
+def not_judged(ref: TraceRef, access: Coverage, freshness: Coverage) -> Finding:
+    """The passages of a trace that a check could not judge, in words: a zero of that check on
+    this trace is not a clean result. Passage ids and documents: the first :data:`MAX_IDS`, those
+    the model saw first."""
+    parts = []
+    for check, coverage in (("access", access), ("freshness", freshness)):
+        if coverage.served_unjudged:
+            why = ", ".join(f"{coverage.reasons[reason]} {UNJUDGED_WORDS[reason]}" for reason in Unjudged
+                            if reason in coverage.reasons)
+            parts.append(f"{check} of {coverage.served_unjudged} passage(s) ({why})")
+    passages: dict[str, str | None] = {}
+    for pid, doc_id, _ in access.examples + freshness.examples:
+        if pid not in passages and len(passages) < MAX_IDS:
+            passages[pid] = doc_id
+    documents = list(dict.fromkeys((doc_id, None) for doc_id in passages.values() if doc_id is not None))
+    return Finding(FindingSignal.NOT_JUDGED, ref, "not judged: " + "; ".join(parts), passage_ids=list(passages),
+                   documents=documents[:MAX_IDS])
 
 
 def explain_feedback(event: FeedbackEvent, signals: FeedbackSignals) -> list[Finding]:

@@ -7,8 +7,8 @@ from enum import Enum
 
 from ragmon.monitor.core.catalog import Catalog
 from ragmon.monitor.core.model import Passage, TraceEvent
-from ragmon.monitor.core.signals.results import StaleFindings
-from ragmon.monitor.core.signals.stages import flag_passages
+from ragmon.monitor.core.signals.results import StaleFindings, Unjudged
+from ragmon.monitor.core.signals.stages import StageIds, flag_passages
 
 
 class Freshness(Enum):
@@ -49,7 +49,10 @@ def _catalog_staleness(doc_id: str, version: str | None, catalog: Catalog, index
     """What the catalog says of ``version`` of ``doc_id`` served from ``index``; None: nothing."""
     if version is None and index is not None:
         version = catalog.indexed_version(index, doc_id)
-    outdated = catalog.is_outdated(doc_id, version, index) if version is not None else None
+    if version is None:  # whatever version was served, a deleted document's passage is stale
+        document = catalog.document(doc_id)
+        return (Freshness.DELETED, None) if document is not None and document.deleted else None
+    outdated = catalog.is_outdated(doc_id, version, index)
     if outdated is None:
         return None
     if not outdated:
@@ -68,13 +71,14 @@ def is_stale(passage: Passage, catalog: Catalog, index: str | None = None) -> bo
     return staleness(passage, catalog, index)[0].stale
 
 
-def stale_judge(trace: TraceEvent, catalog: Catalog) -> Callable[[Passage], bool]:
-    """:func:`is_stale` for the passages of ``trace``. The chunks and copies of one document
-    version share the catalog's verdict, computed once."""
+def stale_judge(trace: TraceEvent, catalog: Catalog) -> Callable[[Passage], bool | None]:
+    """:func:`is_stale` for the passages of ``trace``, None for a passage nothing says anything of
+    (the catalog cannot decide, and it lacks ``indexed_at`` or ``source_modified_at``): not judged.
+    The chunks and copies of one document version share the catalog's verdict, computed once."""
     index = trace.index.name
     by_version: dict[tuple[str, str | None], Staleness | None] = {}
 
-    def judge(passage: Passage) -> bool:
+    def judge(passage: Passage) -> bool | None:
         doc_id = catalog.document_of(passage)
         if doc_id is not None:
             key = (doc_id, passage.doc_version)
@@ -84,12 +88,33 @@ def stale_judge(trace: TraceEvent, catalog: Catalog) -> Callable[[Passage], bool
                 decided = by_version[key] = _catalog_staleness(doc_id, passage.doc_version, catalog, index)
             if decided is not None:
                 return decided[0].stale
-        return _source_changed(passage)
+        if passage.source_modified_at is None or passage.indexed_at is None:
+            return None
+        return passage.source_modified_at > passage.indexed_at
 
     return judge
 
 
-def stale_passages(trace: TraceEvent, catalog: Catalog) -> StaleFindings:
-    """Distinct stale passage ids at stage ``candidates`` and ``context``."""
-    flagged = flag_passages(trace, stale_judge(trace, catalog), catalog.document_of)
-    return StaleFindings(flagged.candidates, flagged.context, flagged.doc_ids)
+def unjudged_freshness(catalog: Catalog) -> Callable[[list[Passage]], Unjudged]:
+    """Why no copy of a passage could be judged for freshness: the catalog knows the document of
+    one of them but not which version was served (no copy names one and its index reported none:
+    ``no_version``), or knows none of their documents (``unknown_document``); either way no copy
+    carries both ``indexed_at`` and ``source_modified_at``."""
+
+    def reason(copies: list[Passage]) -> Unjudged:
+        for passage in copies:
+            doc_id = catalog.document_of(passage)
+            if doc_id is not None and catalog.document(doc_id) is not None:
+                return Unjudged.NO_VERSION
+        return Unjudged.UNKNOWN_DOCUMENT
+
+    return reason
+
+
+def stale_passages(trace: TraceEvent, catalog: Catalog, stages: StageIds | None = None) -> StaleFindings:
+    """Distinct stale passage ids at stage ``candidates`` and ``context``, and the coverage of the
+    check (which passages could be judged at all). ``stages``: the trace's ``stage_ids``, when at
+    hand."""
+    flagged = flag_passages(trace, stale_judge(trace, catalog), catalog.document_of, unjudged_freshness(catalog),
+                            stages)
+    return StaleFindings(flagged.candidates, flagged.context, flagged.doc_ids, flagged.coverage)

@@ -14,6 +14,45 @@ if TYPE_CHECKING:
     from ragmon.monitor.core.signals.explain import Finding
 
 MAX_IDS = 10  # ids kept per finding for alerts (docs/alerts.md: up to 10 trace and document ids)
+STAGES = ("candidates", "context")
+
+
+class Check(StrEnum):
+    """The passage-level checks whose coverage is counted (the ``check`` label)."""
+
+    ACCESS = "access"
+    FRESHNESS = "freshness"
+
+
+class Unjudged(StrEnum):
+    """Why a served passage could not be judged by a check: a closed set (the ``reason`` label)."""
+
+    # the catalog does not know its document, and the passage carries nothing to judge it by
+    UNKNOWN_DOCUMENT = "unknown_document"
+    NO_ACL = "no_acl"  # the catalog knows its document but holds no ACL for it, and the passage has none
+    NO_VERSION = "no_version"  # the catalog knows its document, but not which version was served
+
+
+#: The reasons each check can give (the label combinations ``ragmon_passages_unjudged_total`` has).
+REASONS: dict[Check, tuple[Unjudged, ...]] = {
+    Check.ACCESS: (Unjudged.UNKNOWN_DOCUMENT, Unjudged.NO_ACL),
+    Check.FRESHNESS: (Unjudged.UNKNOWN_DOCUMENT, Unjudged.NO_VERSION),
+}
+
+
+@dataclass(slots=True)
+class Coverage:
+    """What one check could judge of a trace's served passages, as distinct passage ids: judged
+    per stage, not judged per stage and reason, and over the whole trace (any stage: ``served``,
+    ``served_unjudged`` and ``reasons``). ``examples``: (passage id, its document or None, reason) of the first
+    :data:`MAX_IDS` passages not judged, those of the context first."""
+
+    judged: dict[str, int] = field(default_factory=dict)
+    unjudged: dict[tuple[str, Unjudged], int] = field(default_factory=dict)
+    served: int = 0
+    served_unjudged: int = 0
+    reasons: dict[Unjudged, int] = field(default_factory=dict)  # passages not judged (any stage) per reason
+    examples: list[tuple[str, str | None, Unjudged]] = field(default_factory=list)
 
 
 class Outcome(StrEnum):
@@ -44,6 +83,7 @@ class AccessFindings:
     unknown_acl: int = 0
     doc_ids: list[str] = field(default_factory=list)  # documents behind violations, at most MAX_IDS
     context_doc_ids: list[str] = field(default_factory=list, compare=False)  # those that reached the model
+    coverage: Coverage = field(default_factory=Coverage, compare=False)  # which passages could be judged
 
 
 @dataclass(slots=True)
@@ -53,6 +93,7 @@ class StaleFindings:
     candidates: int = 0
     context: int = 0
     doc_ids: list[str] = field(default_factory=list)
+    coverage: Coverage = field(default_factory=Coverage, compare=False)  # which passages could be judged
 
 
 @dataclass(slots=True, frozen=True)

@@ -1,4 +1,5 @@
-"""Walks a trace's passages stage by stage and counts the distinct passage ids a judge flags."""
+"""Walks a trace's passages stage by stage and counts the distinct passage ids a judge flags, and
+those it could not judge."""
 
 from __future__ import annotations
 
@@ -6,7 +7,14 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from ragmon.monitor.core.model import Passage, TraceEvent
-from ragmon.monitor.core.signals.results import MAX_IDS
+from ragmon.monitor.core.signals.results import MAX_IDS, Coverage, Unjudged
+
+StageIds = tuple[set[str], set[str]]  # the distinct passage ids at stage candidates and context
+
+
+def stage_ids(trace: TraceEvent) -> StageIds:
+    """The distinct passage ids of each stage: any retrieval list, and the final context."""
+    return {p.id for r in trace.retrievals for p in r.passages}, {p.id for p in trace.final_context()}
 
 
 @dataclass(slots=True)
@@ -18,17 +26,23 @@ class Flagged:
     doc_ids: list[str] = field(default_factory=list)  # documents behind flagged passages, at most MAX_IDS
     context_doc_ids: list[str] = field(default_factory=list)  # those of flagged passages in the context
     verdicts: dict[str, bool | None] = field(default_factory=dict)  # passage id -> combined verdict
+    coverage: Coverage = field(default_factory=Coverage)
 
 
 def flag_passages(trace: TraceEvent, judge: Callable[[Passage], bool | None],
-                  document_of: Callable[[Passage], str | None]) -> Flagged:
+                  document_of: Callable[[Passage], str | None],
+                  unjudged: Callable[[list[Passage]], Unjudged] | None = None, stages: StageIds | None = None
+                  ) -> Flagged:
     """Judge every copy of every passage (True flags it, False clears it, None: cannot tell).
 
     Copies of one passage id often carry different fields (candidate lists: id and score; the
     context: ACL, versions), so the verdicts of all copies are combined: flagged if any copy is
     flagged, unknown only if every copy is. The combined verdict then counts once per stage the id
     appears in. The context is ``trace.final_context()``. ``document_of`` names a passage's
-    document, for the ids reported with the counts.
+    document, for the ids reported with the counts. ``unjudged`` names why the copies of a passage
+    none of which could be judged were not (then ``coverage`` counts what was judged and what was
+    not, per stage and over the trace). ``stages``: :func:`stage_ids` of the trace, when the
+    caller made them already (two checks of one trace share them).
     """
     context = trace.final_context()
     lists = [r.passages for r in trace.retrievals]
@@ -36,6 +50,7 @@ def flag_passages(trace: TraceEvent, judge: Callable[[Passage], bool | None],
         lists.append(context)
     result = Flagged()
     verdicts = result.verdicts
+    unknown: dict[str, list[Passage]] = {}  # the copies of passages no copy of which could be judged so far
     flagged = False
     for passages in lists:
         for passage in passages:
@@ -45,8 +60,14 @@ def flag_passages(trace: TraceEvent, judge: Callable[[Passage], bool | None],
             elif verdict is False:
                 if not verdicts.get(passage.id):
                     verdicts[passage.id] = False
-            elif passage.id not in verdicts:
-                verdicts[passage.id] = None
+            else:
+                if passage.id not in verdicts:
+                    verdicts[passage.id] = None
+                if unjudged is not None and verdicts[passage.id] is None:
+                    unknown.setdefault(passage.id, []).append(passage)
+    if unjudged is not None:
+        result.coverage = _coverage(trace, context, verdicts, unknown, unjudged, document_of,
+                                    stages if stages is not None else stage_ids(trace))
     if not flagged:  # almost every trace: no counts, no documents to name
         return result
     candidates = {p.id for r in trace.retrievals for p in r.passages if verdicts[p.id]}
@@ -56,6 +77,43 @@ def flag_passages(trace: TraceEvent, judge: Callable[[Passage], bool | None],
         _add_documents(result.doc_ids, passages, verdicts, document_of)
     _add_documents(result.context_doc_ids, context, verdicts, document_of)
     return result
+
+
+def _coverage(trace: TraceEvent, context: list[Passage], verdicts: dict[str, bool | None],
+              unknown: dict[str, list[Passage]], unjudged: Callable[[list[Passage]], Unjudged],
+              document_of: Callable[[Passage], str | None], stages: StageIds) -> Coverage:
+    """Distinct passage ids judged and not judged, per stage and over the trace."""
+    coverage = Coverage(served=len(verdicts))
+    candidates, context_ids = stages
+    if not unknown:  # every passage judged: the common case once a catalog is in place
+        if candidates:
+            coverage.judged["candidates"] = len(candidates)
+        if context_ids:
+            coverage.judged["context"] = len(context_ids)
+        return coverage
+    reasons = {pid: unjudged(copies) for pid, copies in unknown.items() if verdicts[pid] is None}
+    coverage.served_unjudged = len(reasons)
+    for reason in reasons.values():
+        coverage.reasons[reason] = coverage.reasons.get(reason, 0) + 1
+    for stage, ids in (("candidates", candidates), ("context", context_ids)):
+        if not ids:
+            continue
+        missing = [pid for pid in ids if pid in reasons]
+        if len(missing) < len(ids):
+            coverage.judged[stage] = len(ids) - len(missing)
+        for pid in missing:
+            key = (stage, reasons[pid])
+            coverage.unjudged[key] = coverage.unjudged.get(key, 0) + 1
+    if reasons:  # examples, those the model saw first
+        ordered = [p for p in context if p.id in reasons] + [p for r in trace.retrievals for p in r.passages
+                                                              if p.id in reasons]
+        seen: set[str] = set()
+        for passage in ordered:
+            if passage.id not in seen and len(seen) < MAX_IDS:
+                seen.add(passage.id)
+                coverage.examples.append((passage.id, next(filter(None, map(document_of, unknown[passage.id])),
+                                                           passage.doc_id), reasons[passage.id]))
+    return coverage
 
 
 def _add_documents(out: list[str], passages, verdicts: dict[str, bool | None],

@@ -244,3 +244,34 @@ def test_the_documents_that_reached_the_model_are_named_apart_from_the_filtered_
                        context=[secret("b", "leaked-doc")])
     findings = permission_violations(trace, Catalog())
     assert findings.doc_ids == ["filtered-doc", "leaked-doc"] and findings.context_doc_ids == ["leaked-doc"]
+
+
+# --- coverage: which passages could be judged at all ------------------------------------------------
+
+
+def test_every_passage_is_judged_or_counted_not_judged_with_its_reason_per_stage():
+    catalog = catalog_with(document("handbook", acl=["group:staff"]), document("memo"))  # memo: no ACL known
+    candidates = [p("a", ["*"]), p("b", doc_id="handbook"), p("c", doc_id="memo"), p("d", doc_id="ghost")]
+    trace = make_trace([("vector", candidates)], context=[p("c", doc_id="memo"), p("d", doc_id="ghost"), p("e")])
+    coverage = permission_violations(trace, catalog).coverage
+    assert coverage.judged == {"candidates": 2}
+    assert coverage.unjudged == {("candidates", "no_acl"): 1, ("candidates", "unknown_document"): 1,
+                                 ("context", "no_acl"): 1, ("context", "unknown_document"): 2}
+    assert (coverage.served, coverage.served_unjudged) == (5, 3)
+    assert coverage.examples == [("c", "memo", "no_acl"), ("d", "ghost", "unknown_document"),
+                                 ("e", None, "unknown_document")]
+
+
+def test_a_passage_judged_by_any_copy_is_judged_at_every_stage_it_is_in():
+    trace = make_trace([("vector", [p("x"), p("y")])], context=[p("x", ["group:staff"])])
+    coverage = permission_violations(trace, Catalog()).coverage
+    assert coverage.judged == {"candidates": 1, "context": 1}
+    assert coverage.unjudged == {("candidates", "unknown_document"): 1}
+    assert (coverage.served, coverage.served_unjudged) == (2, 1)
+
+
+def test_without_a_catalog_nor_passage_acls_nothing_is_judged():
+    trace = make_trace([("vector", [p("a", doc_id="d1"), p("b", doc_id="d2")])])
+    coverage = permission_violations(trace, Catalog()).coverage
+    assert coverage.judged == {}
+    assert coverage.unjudged == {("candidates", "unknown_document"): 2, ("context", "unknown_document"): 2}

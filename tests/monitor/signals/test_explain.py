@@ -123,7 +123,7 @@ def test_a_low_score_names_its_retriever_and_limit():
     low = by_signal(engine.observe(trace([Passage("a", score=0.3)])).findings)[FindingSignal.LOW_SCORE][0]
     assert low.reason == "top score 0.3 of retriever {retriever} is below the threshold configured for it, 0.4"
     assert low.ids == {"retriever": "vector"}
-    assert engine.observe(trace([Passage("a", score=0.5)])).findings == []
+    assert FindingSignal.LOW_SCORE not in by_signal(engine.observe(trace([Passage("a", score=0.5)])).findings)
 
 
 def test_a_rephrase_is_a_finding_of_the_earlier_trace_and_feedback_of_its_trace():
@@ -159,3 +159,21 @@ def test_a_passage_stale_by_its_own_times_says_so():
     old = Passage("hb#1", doc_id="hb", source_modified_at=NOW - 10, indexed_at=NOW - 100)
     stale = by_signal(engine.observe(trace([old], [old])).findings)[FindingSignal.STALE_PASSAGE]
     assert [f.reason for f in stale] == ["the source changed after the passage was indexed"] * 2
+
+
+def test_passages_no_check_could_judge_are_a_finding_with_the_reasons_in_words():
+    catalog = Catalog()
+    catalog.apply(DocumentEvent(doc_id="memo", version="v1", modified_at=NOW - 50, tenant="acme"))  # no ACL
+    engine = SignalEngine(SignalsConfig(), catalog)
+    passages = [Passage("memo#1", doc_id="memo"), Passage("ghost#1", doc_id="ghost"),
+                Passage("open#1", doc_id="open", acl=["*"], indexed_at=NOW - 9, source_modified_at=NOW - 99)]
+    [finding] = by_signal(engine.observe(trace(passages, passages[:1])).findings)[FindingSignal.NOT_JUDGED]
+    assert finding.reason == (
+        "not judged: access of 2 passage(s) (1 of documents the catalog does not know, 1 whose document has no "
+        "ACL in the catalog nor on the passage); freshness of 2 passage(s) (1 of documents the catalog does not "
+        "know, 1 whose served version is known neither from the passage nor from its index)")
+    assert finding.stage is None
+    assert finding.passage_ids == ["memo#1", "ghost#1"]  # the context's first
+    assert finding.documents == [("memo", None), ("ghost", None)]
+    judged = [Passage("open#1", doc_id="open", acl=["*"], indexed_at=NOW - 9, source_modified_at=NOW - 99)]
+    assert engine.observe(trace(judged, judged)).findings == []  # every passage judged, nothing fired

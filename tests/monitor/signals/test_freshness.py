@@ -128,3 +128,29 @@ def test_staleness_shown_only_by_the_context_copy_is_counted_at_both_stages():
     )
     found = stale_passages(trace, Catalog())
     assert (found.candidates, found.context, found.doc_ids) == (1, 1, ["d9"])
+
+
+def test_every_passage_is_judged_for_freshness_or_counted_not_judged_with_its_reason():
+    from ragmon.monitor.core.model import IndexEvent
+
+    catalog = catalog_with_versions(*CATALOG)
+    catalog.apply_document(DocumentEvent(doc_id="memo", version="1", modified_at=NOW - DAY))  # no index event
+    catalog.apply_document(DocumentEvent(doc_id="gone", version="1", modified_at=NOW - DAY, deleted=True))
+    catalog.apply_document(DocumentEvent(doc_id="faq", version="2", modified_at=NOW - DAY))
+    catalog.apply_index(IndexEvent(index="policies", doc_id="faq", version="2", indexed_at=NOW - DAY))
+    passages = [
+        Passage("named", doc_id="leave", doc_version="2026-3"),  # the catalog decides: stale
+        Passage("by-index", doc_id="faq"),  # no version, but its index reported one: judged
+        Passage("deleted", doc_id="gone"),  # no version, but the document is gone: stale whatever it was
+        Passage("no-version", doc_id="memo"),  # known document, no version anywhere
+        Passage("timed", doc_id="elsewhere", indexed_at=NOW - DAY, source_modified_at=NOW - 2 * DAY),
+        Passage("half-timed", doc_id="elsewhere", indexed_at=NOW - DAY),  # one time is no evidence
+        Passage("bare"),
+    ]
+    found = stale_passages(make_trace([("vector", passages)]), catalog)
+    assert (found.candidates, found.context) == (2, 2)
+    coverage = found.coverage
+    assert coverage.judged == {"candidates": 4, "context": 4}
+    assert coverage.unjudged == {("candidates", "no_version"): 1, ("candidates", "unknown_document"): 2,
+                                 ("context", "no_version"): 1, ("context", "unknown_document"): 2}
+    assert [pid for pid, _, _ in coverage.examples] == ["no-version", "half-timed", "bare"]
