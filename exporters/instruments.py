@@ -132,6 +132,8 @@ class Metrics:
         self.stale = made["ragmon_stale_passages_served_total"]
         self.judged = made["ragmon_passages_judged_total"]
         self.unjudged = made["ragmon_passages_unjudged_total"]
+        self.found_late = made["ragmon_passages_found_late_total"]
+        self.suspicious = made["ragmon_suspicious_catalog_events_total"]
         self.low_score = made["ragmon_low_score_retrievals_total"]
         self.empty = made["ragmon_empty_retrievals_total"]
         self.empty_keyword = made["ragmon_empty_keyword_retrievals_total"]

@@ -69,6 +69,16 @@ METRICS: tuple[MetricSpec, ...] = (
                "unknown_document (the catalog does not know its document), no_acl (access: no ACL in the catalog "
                "nor on the passage), no_version (freshness: the served version is known neither from the "
                "passage nor from its index). A zero of the check's signal says nothing of them."),
+    MetricSpec("ragmon_passages_found_late_total", "counter", (*TI, "stage", "signal"),
+               "Passages of traces judged earlier that a catalog change showed to be leaks "
+               "(signal=permission_violation) or stale (signal=stale_passage), distinct per trace and stage; "
+               "also counted in ragmon_permission_violations_total and ragmon_stale_passages_served_total."),
+    MetricSpec("ragmon_suspicious_catalog_events_total", "counter", ("reason",),
+               "Document events accepted but suspicious, by reason: no_tenant (tenant default while the traffic "
+               "has several tenants, none default; also the documents held when a second tenant first shows), "
+               "bare_principal (an ACL principal without a kind: prefix, which matches no caller), unseen_document "
+               "(no served passage named it within catalog.unseen_after_seconds while passages of documents the "
+               "catalog does not know were served). Each replica reading the catalog counts them: take the max."),
     MetricSpec("ragmon_passage_coverage_ratio", "gauge", ("index", "check"),
                "Share of the distinct passages served from the index over the last "
                "`signals.coverage_window_seconds` that the check judged; no series without traffic in the window."),

@@ -22,7 +22,7 @@ from ragmon.exporters.metrics import BY_NAME
 from ragmon.monitor.core.catalog import Catalog
 from ragmon.monitor.core.pipeline import Observation, PipelineStats
 from ragmon.monitor.core.signals import FeedbackSignals, IndexSignals, Outcome, TraceSignals
-from ragmon.monitor.core.signals.results import REASONS, STAGES, Check, Coverage
+from ragmon.monitor.core.signals.results import REASONS, STAGES, CatalogSignals, Check, Coverage, LateSignals
 from ragmon.monitor.labeling.sample_store import Admission
 
 UNKNOWN = "unknown"
@@ -32,11 +32,11 @@ LATENCY_STAGES = ("retrieve", "rerank", "generate", "total")
 class _Slot:
     """The children of one (tenant, index) pair, bound once: labels() is too slow per trace."""
 
-    __slots__ = ("index", "answers", "violations", "unknown_acl", "stale", "duplicates", "mixed", "unsupported",
-                 "rephrases", "latency", "tokens", "cost", "empty_keyword", "judged", "unjudged")
+    __slots__ = ("tenant", "index", "answers", "violations", "unknown_acl", "stale", "duplicates", "mixed",
+                 "unsupported", "rephrases", "latency", "tokens", "cost", "empty_keyword", "judged", "unjudged")
 
     def __init__(self, m: Metrics, tenant: str, index: str) -> None:
-        self.index = index  # the label
+        self.tenant, self.index = tenant, index  # the labels
         self.answers = {o: m.answers.labels(tenant, index, o.value) for o in Outcome}
         self.violations = {s: m.violations.labels(tenant, index, s) for s in ("candidates", "context")}
         self.unknown_acl = m.unknown_acl.labels(tenant, index)
@@ -148,6 +148,12 @@ class PrometheusSink:
             trace = signals.trace
             tenant, index = (self._m.tenant(trace.tenant), self._m.index(trace.index)) if trace else (UNKNOWN, UNKNOWN)
             tally.add(self._m.feedback.labels(tenant, index, signals.kind, signals.value or "none"), 1)
+        elif isinstance(signals, CatalogSignals):
+            for reason, n in signals.suspicious.items():
+                tally.add(self._m.suspicious.labels(reason), n)
+        elif isinstance(signals, LateSignals):
+            trace_id = getattr(observation.event, "trace_id", "")
+            self._late(signals, {"trace_id": trace_id} if 0 < len(trace_id) <= MAX_EXEMPLAR_ID else None, tally)
         elif isinstance(signals, IndexSignals) and signals.lag_seconds is not None:
             self._m.index_lag.labels(self._m.index(signals.index)).observe(signals.lag_seconds)  # rare: at once
 
@@ -199,6 +205,8 @@ class PrometheusSink:
         add = tally.add
         slot = self._slot(s.tenant, s.index)
         add(slot.answers[s.outcome], 1)
+        for reason, n in s.suspicious.items():
+            add(self._m.suspicious.labels(reason), n)
         if not s.has_caller:
             add(self._m.without_caller.labels(self._m.tenant(s.tenant)), 1)
         if s.access.candidates:
@@ -246,6 +254,18 @@ class PrometheusSink:
             if s.usage.cost_usd:
                 add(slot.cost, s.usage.cost_usd)
 
+
+    def _late(self, s: LateSignals, exemplar: Exemplar, tally: _Tally) -> None:
+        """Leaks and stale passages of an earlier trace that a catalog change showed: counted where
+        the trace's own are (the leak and staleness alerts see them) and apart, as found late."""
+        slot = self._slot(s.tenant, s.index)
+        for signal, found, counters in (("permission_violation", s.access, slot.violations),
+                                        ("stale_passage", s.stale, slot.stale)):
+            for stage in STAGES:
+                n = getattr(found, stage)
+                if n:
+                    tally.add(counters[stage], n, exemplar)
+                    tally.add(self._m.found_late.labels(slot.tenant, slot.index, stage, signal), n)
 
     @staticmethod
     def _coverage_of(slot: _Slot, check: Check, coverage: Coverage, tally: _Tally) -> None:

@@ -59,7 +59,7 @@ from ragmon.monitor.config.settings import (
     effective_config,
     load_settings,
 )
-from ragmon.monitor.core.retry import RetryPolicy
+from ragmon.monitor.core.retry import GaveUp, RetryPolicy, until_accepted
 
 EXAMPLE_EVENTS = Path(__file__).parent / "examples" / "events.jsonl"
 
@@ -265,8 +265,14 @@ def replay(ctx: click.Context, file: Path, batch_size: int, retries: int, json_o
     try:
         with progress:
             source.run()
+        # what the file's catalog events showed of its earlier traces, without waiting for an interval
+        until_accepted(lambda: pipeline.tick(force=True), RetryPolicy(attempts=max(1, retries)),
+                       lambda delay: time.sleep(delay) or True)
     except SourceStopped as problem:
         error(problem)
+        ctx.exit(1)
+    except GaveUp as gave_up:
+        error(f"the catalog's changes were not judged against the file's earlier traces: {gave_up.last}")
         ctx.exit(1)
     finally:
         runtime.close()

@@ -42,12 +42,15 @@ from ragmon.monitor.core.errors import Retryable
 from ragmon.monitor.core.pipeline import DeadLetterSink, Pipeline, PipelineStats, Sink, Stages
 from ragmon.monitor.core.private_files import open_private
 from ragmon.monitor.core.signals import SignalEngine
+from ragmon.monitor.core.signals.catalog_audit import CatalogAudit
+from ragmon.monitor.core.signals.late import LateJudge
 from ragmon.monitor.core.times import TimeReader
 from ragmon.monitor.findings.sink import FindingsSink
 from ragmon.monitor.findings.store import FindingsStore
 from ragmon.monitor.labeling.redact import Redactor
 from ragmon.monitor.labeling.sample_store import SampleStore
 from ragmon.monitor.labeling.sampler import Sampler, SampleWriter
+from ragmon.monitor.storage.catalog_refresh import CatalogRefresh
 from ragmon.monitor.storage.catalog_source_store import SourceStateStore
 from ragmon.monitor.storage.catalog_store import CatalogPersistence, load_catalog
 from ragmon.monitor.storage.score_share import BaselineSharing, ScoreShare, replica_name
@@ -241,12 +244,17 @@ def _letter_body(settings: Settings, key: str, redactor: Redactor) -> LetterBody
 
 
 def build_sources(runtime: Runtime) -> list:
-    """The background sources of `ragmon serve`: with Kafka configured, the catalog reader, the
-    traces consumer group, which waits for the reader before it judges traces, and the probe that
-    measures the group's lag; without Kafka, none (HTTP ingest is always there)."""
+    """The background sources of `ragmon serve`: the catalog follower (the catalog changes other
+    processes write, and the recent traces they change the verdicts of, between batches) and, with
+    Kafka configured, the catalog reader, the traces consumer group, which waits for the reader
+    before it judges traces, and the probe that measures the group's lag (HTTP ingest is always
+    there)."""
+    from ragmon.monitor.app.catalog_follower import CatalogFollower
+
     kafka = runtime.settings.kafka
+    follower = CatalogFollower(runtime.pipeline.tick, runtime.settings.catalog.refresh_seconds)
     if not kafka.bootstrap_servers:
-        return []
+        return [follower]
     from kafka import KafkaConsumer
 
     from ragmon.collectors.kafka import DeadLetterGuard, KafkaSource
@@ -283,6 +291,7 @@ def build_sources(runtime: Runtime) -> list:
                          warmup_records=kafka.warmup_records,
                          report_warmup=lambda topic, n: metrics.warmup_records.labels(topic).inc(n))
     return [
+        follower,
         reader,
         traces,
         # off the traces consumer's thread: reading offsets waits on brokers, a member must keep polling
@@ -412,7 +421,7 @@ def build_runtime(
     engine = make_engine(settings.database.url)
     await_schema(engine, schema_wait)
     catalog = Catalog(settings.catalog.max_documents, settings.catalog.max_index_entries)
-    load_catalog(engine, catalog)
+    revision = load_catalog(engine, catalog)
     stats = PipelineStats()
     samples = SampleStore(engine, clock)
     registry = registry if registry is not None else CollectorRegistry()
@@ -424,7 +433,8 @@ def build_runtime(
     metrics = Metrics(registry, settings.labels, shown=redactor.shown_id)
     coverage = CoverageWindow(settings.signals.coverage_window_seconds)
     register_scrape_time(metrics, stats, catalog, clock, sample_queue=samples.counts_by_status, coverage=coverage)
-    signals = SignalEngine(settings.signals, catalog, explain=settings.findings.enabled)
+    signals = SignalEngine(settings.signals, catalog, explain=settings.findings.enabled,
+                           audit=CatalogAudit(catalog, settings.catalog.unseen_after_seconds, clock))
     sharing = _baseline_sharing(settings, engine, signals, clock)
     findings = FindingsStore(engine)
     dead_letters = _dead_letters(settings, clock, metrics, _letter_body(settings, key, redactor))
@@ -444,9 +454,8 @@ def build_runtime(
          *extra_sinks],
         dead_letters,
         clock,
-        stages=Stages(update_catalog=catalog.apply, analyze=signals.observe, decide=sampler.decide,
-                      learn=signals.learn, remember=sampler.remember,
-                      prepare=sharing.prepare if sharing is not None else None),
+        stages=Stages(analyze=signals.observe, decide=sampler.decide, learn=signals.learn, remember=sampler.remember,
+                      **_catalog_following(settings, engine, catalog, revision, sharing)),
         stats=stats,
         seen=SeenTraces(settings.dedupe.window),
         observer=telemetry.batches if telemetry is not None else None,
@@ -455,6 +464,32 @@ def build_runtime(
              len(catalog.documents), len(catalog.indexed))
     return Runtime(settings, clock, engine, catalog, signals, registry, metrics, pipeline, samples, dead_letters,
                    findings, redactor, UnreadStore(engine), alerts, telemetry)
+
+
+def _catalog_following(settings: Settings, engine: Engine, catalog: Catalog, revision: int,
+                       sharing: BaselineSharing | None) -> dict[str, Any]:
+    """The stages that keep the catalog and the verdicts of recent traces current: the catalog
+    update, which tells the late judge what it changed; ``prepare``, which also takes in what other
+    processes wrote to the store since ``revision`` (``CatalogRefresh``); and the late judge's
+    ``keep`` and ``late`` (docs/signals.md, "Judged again")."""
+    config = settings.signals
+    late = LateJudge(catalog, config.late_judging_traces, config.late_judging_bytes, settings.catalog.refresh_seconds,
+                     explain=settings.findings.enabled) if config.late_judging_traces else None
+    refresh = CatalogRefresh(engine, catalog, revision, settings.catalog.refresh_seconds,
+                             on_change=late.changed if late is not None else lambda ids: None)
+
+    def update_catalog(event: Any) -> None:
+        changed = catalog.apply(event)
+        if changed is not None and late is not None:
+            late.changed((changed,))
+
+    def prepare() -> None:
+        if sharing is not None:
+            sharing.prepare()
+        refresh.poll()
+
+    return {"update_catalog": update_catalog, "prepare": prepare,
+            "keep": late.keep if late is not None else None, "late": late.judge_again if late is not None else None}
 
 
 def _baseline_sharing(settings: Settings, engine: Engine, signals: SignalEngine,

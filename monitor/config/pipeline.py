@@ -99,6 +99,12 @@ class SignalsConfig(ConfigSection):
     rephrase_min_jaccard: float = Field(0.6, gt=0, le=1, description="Token-set Jaccard similarity of a rephrase.")
     rephrase_callers: PositiveInt = Field(100_000, description="Callers remembered for rephrase detection.")
     recent_traces: PositiveInt = Field(200_000, description="Traces remembered to join late feedback to.")
+    late_judging_traces: NonNegativeInt = Field(
+        10_000, description="Traces kept after they were judged, to judge again when the catalog changes the "
+        "documents they served (a revocation or a new version learned late); 0 turns judging again off.")
+    late_judging_bytes: PositiveInt = Field(
+        8 * 1024 * 1024, description="Bytes of those traces' records (as received) kept at most; a decoded trace "
+        "takes about 2.7 times its record in memory. The oldest are dropped first.")
     coverage_window_seconds: PositiveFloat = Field(
         3600.0, description="The trailing window of `ragmon_passage_coverage_ratio`: the share of the passages "
         "served from an index that the access and freshness checks could judge.")
@@ -160,6 +166,15 @@ class CatalogConfig(ConfigSection):
         "keeps a row after its last passage; `ragmon catalog check` reads it.")
     served_max_rows: PositiveInt = Field(
         50_000, description="Rows the digest of served documents keeps at most; the least recently served go first.")
+    unseen_after_seconds: PositiveFloat = Field(
+        86_400.0, description="A document no served passage named this long after its event, while passages of "
+        "documents the catalog does not know were served, is counted as suspicious (`unseen_document`): the "
+        "catalog's and the chunks' document ids likely differ.")
+    refresh_seconds: PositiveFloat = Field(
+        2.0, description="How often a running process reads the catalog changes other processes wrote to the "
+        "database (`ragmon replay` of catalog events, another replica, a catalog sync: one query of a revision "
+        "counter, then only the rows written since), and judges the recent traces that served changed documents "
+        "again (docs/signals.md, \"Judged again\").")
 
     @field_validator("sources")
     @classmethod

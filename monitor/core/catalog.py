@@ -85,7 +85,8 @@ class Catalog:
         """Record a document change. An older change arriving late only enters the history.
 
         States are replaced, never changed in place, so a reader holding one sees a consistent
-        snapshot without the lock.
+        snapshot without the lock. An event that changes nothing (sent again) leaves the very
+        state object in place.
         """
         acl = tuple(event.acl) if event.acl is not None else None
         with self._lock:
@@ -102,19 +103,27 @@ class Catalog:
                                       event.deleted, history)
             else:
                 state = replace(current, history=history)
+            if state == current:
+                return current
             self.documents[event.doc_id] = state
             for index in self._holders.get(event.doc_id, ()):
                 self._judge(index, event.doc_id)
             return state
 
-    def apply(self, event: Event) -> None:
+    def apply(self, event: Event) -> str | None:
         """The catalog stage of the pipeline: document and index events update the catalog before
-        any signal reads it; other events leave it as it is. Raises :class:`InvalidInput` when the
-        catalog is full."""
+        any signal reads it; other events leave it as it is. Returns the id of the document whose
+        state (or an index's entry of it) the event changed, None when it changed nothing (an event
+        sent again, an older one). Raises :class:`InvalidInput` when the catalog is full."""
         if isinstance(event, DocumentEvent):
-            self.apply_document(event)
-        elif isinstance(event, IndexEvent):
+            before = self.documents.get(event.doc_id)
+            return event.doc_id if self.apply_document(event) is not before else None
+        if isinstance(event, IndexEvent):
+            before = self.indexed.get((event.index, event.doc_id))
             self.apply_index(event)
+            after = self.indexed.get((event.index, event.doc_id))
+            return event.doc_id if after is not before and after != before else None
+        return None
 
     def apply_index(self, event: IndexEvent) -> float | None:
         """Record what an index embedded; return the index lag the event shows (:meth:`index_lag`)
@@ -242,6 +251,35 @@ class Catalog:
             )
         return result
 
+    def merge(self, documents: list[DocumentState], indexed: list[IndexedState]) -> set[str]:
+        """Take in what another process wrote to the store (``catalog_store.changes_since``):
+        each stored state replaces the one held when it is further along, by the rule the store
+        applies to writes (a later modification or indexing; as late with more history; as late
+        and different). Returns the ids of the documents whose state or index entries changed."""
+        changed: set[str] = set()
+        with self._lock:
+            for stored in documents:
+                current = self.documents.get(stored.doc_id)
+                if current is None and self._max_documents is not None and len(self.documents) >= self._max_documents:
+                    continue  # as full as for events: a new document is refused
+                if current is None or _further(stored.modified_at, len(stored.history), stored, current.modified_at,
+                                               len(current.history), current):
+                    self.documents[stored.doc_id] = stored
+                    for index in self._holders.get(stored.doc_id, ()):
+                        self._judge(index, stored.doc_id)
+                    changed.add(stored.doc_id)
+            for entry in indexed:
+                key = (entry.index, entry.doc_id)
+                current = self.indexed.get(key)
+                if current is None and self._max_index_entries is not None and \
+                        len(self.indexed) >= self._max_index_entries:
+                    continue
+                if current is None or _further(entry.indexed_at, 0, entry, current.indexed_at, 0, current):
+                    self.indexed[key] = entry
+                    self._track(current, entry)
+                    changed.add(entry.doc_id)
+        return changed
+
     def load(self, documents: list[DocumentState], indexed: list[IndexedState]) -> None:
         """Replace the contents (at start-up, from the store)."""
         with self._lock:
@@ -280,6 +318,11 @@ def health_from_scratch(documents: dict[str, DocumentState], entries: Iterable[I
     for index, pending in pending_by_index.items():
         result[index].stalest = [doc_id for _, doc_id in heapq.nsmallest(STALEST_IDS, pending)]
     return result
+
+
+def _further(when: float, size: int, state: object, held_when: float, held_size: int, held: object) -> bool:
+    """Whether a stored state is further along than the one held (``catalog_store``'s rule)."""
+    return when > held_when or (when == held_when and (size > held_size or (size == held_size and state != held)))
 
 
 def _remember(history: dict[str, float], version: str, modified_at: float) -> None:

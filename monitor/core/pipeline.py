@@ -45,6 +45,9 @@ Analyzer = Callable[[Event], Signals | None]
 Decider = Callable[[Event, Signals | None, bytes], Any]  # (event, its signals, the record) -> decision
 Learner = Callable[[Event], None]  # takes in an event another replica judged: state only
 Rememberer = Callable[[Event, bytes], None]  # keeps a trace (and its record) for late strata
+Keeper = Callable[[Event, Signals | None, bytes], None]  # keeps a judged trace to judge it again later
+LateJudge = Callable[[bool], list[tuple[Event, Signals]]]  # (force) -> earlier traces judged again
+LATE_SOURCE = "catalog_change"  # the source of the observations a catalog change made about earlier traces
 
 log = logging.getLogger(__name__)
 
@@ -69,10 +72,14 @@ class Stages:
 
     1. ``update_catalog``: document and index events change the catalog (``Catalog.apply``);
     2. ``analyze``: the signals, which read the catalog and never change it (``SignalEngine.observe``);
-    3. ``decide``: the sampling decision, from the event and its signals (``Sampler.decide``).
+    3. ``decide``: the sampling decision, from the event and its signals (``Sampler.decide``);
+    4. ``keep``: the judged trace is kept, to be judged again if the catalog changes (``LateJudge.keep``).
 
     The stages run on one event after another, so a trace is judged against every catalog event
-    before it in the batch. In a warm-up (:meth:`Pipeline.warm`), ``learn`` and ``remember`` take
+    before it in the batch. After the batch's events, ``late`` gives the earlier traces a catalog
+    change showed leaks or stale passages in (``LateJudge.judge_again``): they join the batch as
+    observations of their own (source ``catalog_change``), and :meth:`Pipeline.tick` asks for them
+    between batches too. In a warm-up (:meth:`Pipeline.warm`), ``learn`` and ``remember`` take
     the places of ``analyze`` and ``decide``: the signals' memories take the event in
     (``SignalEngine.learn``) and the sampler keeps the trace for late strata (``Sampler.remember``).
     """
@@ -83,6 +90,8 @@ class Stages:
     decide: Decider | None = None
     learn: Learner | None = None
     remember: Rememberer | None = None
+    keep: Keeper | None = None
+    late: LateJudge | None = None
 
 
 class Sink(Protocol):
@@ -295,6 +304,9 @@ class Pipeline:
         # neither see those events twice nor judge them differently the second time, and what was
         # sampled is counted once. Cleared by the next batch that goes through.
         self._refused: dict[tuple, tuple[Signals | None, Any]] = {}
+        # what the catalog's changes showed of earlier traces, not yet made durable (a refused
+        # batch or tick carried them): the next batch or tick delivers them
+        self._late: list[Observation] = []
 
     def process(self, records: Sequence[RawRecord]) -> BatchResult:
         """Handle one batch. Returns only when its effects are durable.
@@ -319,6 +331,7 @@ class Pipeline:
         if self._stages.prepare is not None:
             self._stages.prepare()
         update_catalog, analyze, decide = self._stages.update_catalog, self._stages.analyze, self._stages.decide
+        keep = self._stages.keep
         observations: list[Observation] = []
         letters: list[DeadLetter] = []
         rejections: list[Rejection] = []
@@ -352,10 +365,13 @@ class Pipeline:
             else:
                 signals = analyze(event) if analyze is not None else None
                 sampling = decide(event, signals, record.data) if decide is not None else None
+                if keep is not None:
+                    keep(event, signals, record.data)
             observations.append(Observation(event, record.source, now, signals, sampling, record.data))
             accepted[(record.source, type(event).__struct_config__.tag)] += 1
+        late = self._judged_again(now, force=False)
         try:
-            self._durable.consume(observations)
+            self._durable.consume(observations + late)
             failed = self._durable.flush(self._flush_timeout)
             if failed:
                 raise Retryable(f"sinks could not persist the batch: {', '.join(failed)}")
@@ -364,15 +380,48 @@ class Pipeline:
         except Retryable:
             self._refused = {key: (o.signals, o.sampling) for o in observations
                              if (key := _retry_key(o.event)) is not None}
+            self._late = late
             raise
-        self._refused = {}
+        self._refused, self._late = {}, []
         self._seen.remember(batch_traces)
         # Durable now: from here on nothing refuses the batch, so nothing is counted twice.
-        self._volatile.consume(observations)
+        self._volatile.consume(observations + late)
         self._volatile.flush(self._flush_timeout)
         self.stats.merge(accepted, rejected, now, duplicates)
         n_duplicates = sum(duplicates.values())
         return BatchResult(len(observations) + n_duplicates, len(rejections), rejections, n_duplicates)
+
+    def tick(self, force: bool = False) -> int:
+        """Between batches (a process's idle ticker, the end of a replay): run ``prepare`` (which
+        takes in the catalog changes other processes wrote) and deliver what the catalog's changes
+        showed of earlier traces (``force``: without waiting for the judge's interval). Returns
+        how many observations it delivered. Raises :class:`Retryable` when the durable sinks
+        refuse them; they are kept for the next batch or tick."""
+        with self._lock:
+            if self._stages.prepare is not None:
+                self._stages.prepare()
+            late = self._judged_again(self._clock(), force)
+            if not late:
+                return 0
+            try:
+                self._durable.consume(late)
+                failed = self._durable.flush(self._flush_timeout)
+                if failed:
+                    raise Retryable(f"sinks could not persist what the catalog's changes showed: {', '.join(failed)}")
+            except Retryable:
+                self._late = late
+                raise
+            self._late = []
+            self._volatile.consume(late)
+            self._volatile.flush(self._flush_timeout)
+            return len(late)
+
+    def _judged_again(self, now: float, force: bool) -> list[Observation]:
+        """What is still owed from a refused attempt, and what the catalog's changes show now."""
+        late = list(self._late)
+        if self._stages.late is not None:
+            late += [Observation(event, LATE_SOURCE, now, signals) for event, signals in self._stages.late(force)]
+        return late
 
     def warm(self, records: Sequence[RawRecord]) -> int:
         """Replay records that another replica already processed (a Kafka partition this one was

@@ -25,7 +25,7 @@ from ragmon.monitor.core.model import FeedbackEvent, TraceEvent
 from ragmon.monitor.core.pipeline import Observation
 from ragmon.monitor.core.rate_limit import TokenBucket
 from ragmon.monitor.core.signals.explain import Finding, FindingSignal, explain_feedback
-from ragmon.monitor.core.signals.results import FeedbackSignals, TraceSignals
+from ragmon.monitor.core.signals.results import FeedbackSignals, LateSignals, TraceSignals
 from ragmon.monitor.findings.store import FindingsStore
 from ragmon.monitor.findings.wording import Wording
 from ragmon.monitor.labeling.redact import Redactor
@@ -63,11 +63,14 @@ class FindingsSink:
     def consume(self, observation: Observation) -> None:
         event, signals = observation.event, observation.signals
         caller = ""
-        if isinstance(event, TraceEvent) and isinstance(signals, TraceSignals):
+        if isinstance(event, TraceEvent) and isinstance(signals, TraceSignals | LateSignals):
             findings = signals.findings
             if not findings:
                 return
             origin = self._redactor.shown_id(event.trace_id)
+            if isinstance(signals, LateSignals):  # found after the trace's own findings: rows of their own
+                shown = self._redactor.shown_id
+                origin = "\0".join(("late", origin, *(shown(p) for f in findings for p in f.passage_ids)))
             if event.caller is not None and event.caller.id:
                 caller = self._redactor.pseudonymize_caller(event.caller.id)
         elif isinstance(event, FeedbackEvent) and isinstance(signals, FeedbackSignals):

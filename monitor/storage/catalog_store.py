@@ -1,6 +1,13 @@
 """Persistence of the catalog: SQLModel tables, loading at start-up, and a sink that writes the
 documents and index entries changed by a batch before the batch is acknowledged.
 
+Every write takes the next value of the one-row ``catalog_revision`` table in its transaction and
+stamps the rows it changes with it (migration 0013): a process reads the rows another one wrote
+since a revision (:func:`changes_since`), which is how a running ``serve`` follows ``ragmon
+replay`` of catalog events into the same database (``monitor/storage/catalog_refresh.py``). The
+counter's row lock orders the writers: a revision is taken and committed before the next one is
+given out, so a reader that saw revision N has seen every row stamped N or less.
+
 In scaled mode every replica reads the whole catalog topic and so writes the same rows, each at
 its own pace. The writes are built so that this is safe and cheap: one ``INSERT ... ON CONFLICT
 DO UPDATE`` per chunk of rows, in key order (two replicas lock rows in the same order: no
@@ -16,7 +23,8 @@ import threading
 from collections.abc import Sequence
 from typing import Any
 
-from sqlalchemy import JSON, Column, Engine, Table, Text, and_, cast, or_
+from sqlalchemy import JSON, BigInteger, Column, Engine, Table, Text, and_, cast, or_, update
+from sqlalchemy import select as core_select
 from sqlalchemy.exc import SQLAlchemyError
 from sqlmodel import Field, Session, SQLModel, select
 
@@ -37,6 +45,7 @@ class CatalogDocument(SQLModel, table=True):
     deleted: bool = False
     history: dict[str, float] = Field(default_factory=dict, sa_column=Column(JSON, nullable=False))
     history_size: int = 0  # versions in history: orders two writes of the same modification time
+    revision: int = Field(default=0, sa_column=Column(BigInteger, nullable=False, index=True, server_default="0"))
 
 
 class CatalogIndexed(SQLModel, table=True):
@@ -47,21 +56,47 @@ class CatalogIndexed(SQLModel, table=True):
     indexed_at: float
     embedding_model: str | None = Field(default=None, max_length=256)
     chunks: int | None = None
+    revision: int = Field(default=0, sa_column=Column(BigInteger, nullable=False, index=True, server_default="0"))
 
 
-def load_catalog(engine: Engine, catalog: Catalog) -> None:
-    """Fill ``catalog`` from the store."""
+class CatalogRevision(SQLModel, table=True):
+    """One row: the last revision given to a write of catalog rows."""
+
+    __tablename__ = "catalog_revision"
+    id: int = Field(primary_key=True)
+    value: int = Field(sa_column=Column(BigInteger, nullable=False))
+
+
+def load_catalog(engine: Engine, catalog: Catalog) -> int:
+    """Fill ``catalog`` from the store; return the revision it reflects (every row stamped with it
+    or less), from which :func:`changes_since` goes on."""
+    revision, documents, indexed = changes_since(engine, None)
+    catalog.load(documents, indexed)
+    return revision
+
+
+def changes_since(engine: Engine, revision: int | None) -> tuple[int, list[DocumentState], list[IndexedState]]:
+    """The store's revision, and the documents and index entries written after ``revision`` (all
+    of them for None). The revision is read first, in the same transaction: rows stamped after it
+    may be returned too, and are returned again by the next call (merging them is idempotent)."""
     with Session(engine) as session:
+        current = session.execute(core_select(_REVISION.c.value)).scalar_one()
+        if revision is not None and current <= revision:
+            return current, [], []
+        documents_query, indexed_query = select(CatalogDocument), select(CatalogIndexed)
+        if revision is not None:
+            documents_query = documents_query.where(_DOCUMENTS.c.revision > revision)
+            indexed_query = indexed_query.where(_INDEXED.c.revision > revision)
         documents = [
             DocumentState(r.doc_id, r.tenant, r.version, r.modified_at, tuple(r.acl) if r.acl is not None else None,
                           r.deleted, dict(r.history))
-            for r in session.exec(select(CatalogDocument))
+            for r in session.exec(documents_query)
         ]
         indexed = [
             IndexedState(r.index_name, r.doc_id, r.version, r.indexed_at, r.embedding_model, r.chunks)
-            for r in session.exec(select(CatalogIndexed))
+            for r in session.exec(indexed_query)
         ]
-    catalog.load(documents, indexed)
+    return current, documents, indexed
 
 
 class CatalogPersistence:
@@ -102,8 +137,11 @@ class CatalogPersistence:
                         if (entry := self._catalog.indexed.get(key)) is not None]
         try:
             with self._engine.begin() as connection:
-                _upsert(connection, _DOCUMENTS, document_rows, ("doc_id",), _document_is_newer)
-                _upsert(connection, _INDEXED, indexed_rows, ("index_name", "doc_id"), _indexed_is_newer)
+                revision = next_revision(connection)
+                _upsert(connection, _DOCUMENTS, [{**row, "revision": revision} for row in document_rows], ("doc_id",),
+                        _document_is_newer)
+                _upsert(connection, _INDEXED, [{**row, "revision": revision} for row in indexed_rows],
+                        ("index_name", "doc_id"), _indexed_is_newer)
         except SQLAlchemyError as error:
             raise Retryable(f"catalog store: {type(error).__name__}") from error
         with self._lock:
@@ -117,6 +155,14 @@ class CatalogPersistence:
 
 _DOCUMENTS: Table = CatalogDocument.__table__  # type: ignore[assignment]
 _INDEXED: Table = CatalogIndexed.__table__  # type: ignore[assignment]
+_REVISION: Table = CatalogRevision.__table__  # type: ignore[assignment]
+
+
+def next_revision(connection: Any) -> int:
+    """Take the next catalog revision in ``connection``'s transaction; its row stays locked until
+    the transaction ends, so revisions are committed in the order they are given out."""
+    return connection.execute(update(_REVISION).where(_REVISION.c.id == 1).values(value=_REVISION.c.value + 1)
+                              .returning(_REVISION.c.value)).scalar_one()
 
 
 def _document_row(state: DocumentState) -> dict[str, Any]:

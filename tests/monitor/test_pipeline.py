@@ -12,6 +12,7 @@ from ragmon.monitor.core.decode import Decoder
 from ragmon.monitor.core.dedupe import SeenTraces
 from ragmon.monitor.core.errors import Reason, Retryable
 from ragmon.monitor.core.memory import MemoryDeadLetters, MemorySink
+from ragmon.monitor.core.model import IndexRef, TraceEvent
 from ragmon.monitor.core.pipeline import Pipeline, Stages
 from ragmon.monitor.core.records import Privilege, RawRecord
 
@@ -216,3 +217,28 @@ def test_a_refused_batch_is_no_duplicate_of_itself_and_the_window_is_bounded():
     for n in (2, 3):  # two other traces push t1 out of a window of two
         pipeline.process(records(GOOD.replace(b'"t1"', f'"t{n}"'.encode())))
     assert pipeline.process(records(GOOD)).duplicates == 0
+
+
+def test_what_a_catalog_change_showed_of_earlier_traces_is_delivered_once_even_through_a_refusal():
+    """The late judge hands its findings over once; a refused tick or batch keeps them for the
+    next, and the metrics see them once, after they are durable, as observations of their own."""
+    found = [["late of t0"]]
+
+    def late(force: bool):
+        return [(TraceEvent(trace_id="t0", time=NOW, query="", index=IndexRef("i")), signals)
+                for signals in found.pop()] if found else []
+
+    store, metrics = MemorySink("store", durable=True), MemorySink("metrics")
+    pipeline = Pipeline(Decoder(Limits(), lambda: NOW), [store, metrics], MemoryDeadLetters(), clock=lambda: NOW,
+                        stages=Stages(late=late))
+    store.fail_with = Retryable("database down")
+    with pytest.raises(Retryable):
+        pipeline.tick()
+    assert metrics.observations == []
+    with pytest.raises(Retryable):
+        pipeline.process(records(GOOD))  # still owed, still refused
+    store.fail_with = None
+    result = pipeline.process(records(GOOD))
+    assert result.accepted == 1  # the late observation is no accepted event
+    assert [(o.source, o.signals) for o in metrics.observations] == [("file", None), ("catalog_change", "late of t0")]
+    assert pipeline.tick() == 0 and len(metrics.observations) == 2

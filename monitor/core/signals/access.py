@@ -37,7 +37,7 @@ class Access(Enum):
         self.violation = violation
 
 
-def _document_access(doc_id: str, tenant: str, principals: frozenset[str], catalog: Catalog) -> Access | None:
+def document_access(doc_id: str, tenant: str, principals: frozenset[str], catalog: Catalog) -> Access | None:
     """The catalog's verdict on a document; None when it does not know the document or its ACL."""
     document = catalog.document(doc_id)
     if document is None:
@@ -72,7 +72,7 @@ def access_judge(trace: TraceEvent, catalog: Catalog) -> Callable[[Passage], Acc
             if doc_id in by_document:
                 verdict = by_document[doc_id]
             else:
-                verdict = by_document[doc_id] = _document_access(doc_id, trace.tenant, principals, catalog)
+                verdict = by_document[doc_id] = document_access(doc_id, trace.tenant, principals, catalog)
             if verdict is not None:
                 return verdict
         return _passage_access(passage.acl, principals)
@@ -107,4 +107,4 @@ def permission_violations(trace: TraceEvent, catalog: Catalog, stages: StageIds 
     flagged = flag_passages(trace, judge, catalog.document_of, unjudged_access(catalog), stages)
     unknown = sum(1 for verdict in flagged.verdicts.values() if verdict is None)
     return AccessFindings(flagged.candidates, flagged.context, unknown, flagged.doc_ids, flagged.context_doc_ids,
-                          flagged.coverage)
+                          flagged.coverage, flagged.flagged)

@@ -4,14 +4,22 @@ from __future__ import annotations
 
 from ragmon.monitor.config.pipeline import SignalsConfig
 from ragmon.monitor.core.catalog import Catalog
-from ragmon.monitor.core.model import Event, FeedbackEvent, IndexEvent, TraceEvent, partition_key
+from ragmon.monitor.core.model import DocumentEvent, Event, FeedbackEvent, IndexEvent, TraceEvent, partition_key
 from ragmon.monitor.core.signals.access import permission_violations
+from ragmon.monitor.core.signals.catalog_audit import CatalogAudit
 from ragmon.monitor.core.signals.context import duplicate_slots, mixed_embeddings, unsupported_citations
 from ragmon.monitor.core.signals.explain import explain_trace
 from ragmon.monitor.core.signals.freshness import stale_passages
 from ragmon.monitor.core.signals.memory import RecentTraces, RephraseDetector
 from ragmon.monitor.core.signals.outcome import answer_outcome, compile_refusals
-from ragmon.monitor.core.signals.results import FeedbackSignals, IndexSignals, Signals, TraceRef, TraceSignals
+from ragmon.monitor.core.signals.results import (
+    CatalogSignals,
+    FeedbackSignals,
+    IndexSignals,
+    Signals,
+    TraceRef,
+    TraceSignals,
+)
 from ragmon.monitor.core.signals.scores import ScoreBaselines, learn_baselines, retrieval_findings
 from ragmon.monitor.core.signals.stages import stage_ids
 
@@ -24,10 +32,13 @@ class SignalEngine:
     Not thread-safe as a whole: the pipeline calls it for one batch at a time.
     """
 
-    def __init__(self, config: SignalsConfig, catalog: Catalog, explain: bool = True) -> None:
+    def __init__(self, config: SignalsConfig, catalog: Catalog, explain: bool = True,
+                 audit: CatalogAudit | None = None) -> None:
         """``explain``: also put each trace's findings in words (``TraceSignals.findings``, for
-        the findings store); they cost only the traces on which a signal fired."""
+        the findings store); they cost only the traces on which a signal fired. ``audit``: finds
+        the catalog events accepted but suspicious (``CatalogSignals``, ``TraceSignals.suspicious``)."""
         self.catalog = catalog
+        self.audit = audit
         self._explain = explain
         self._config = config
         self._refusals = compile_refusals(config.refusal_patterns)
@@ -45,6 +56,9 @@ class SignalEngine:
             return FeedbackSignals(self.recent.get(event.trace_id), event.kind, event.value)
         if isinstance(event, IndexEvent):
             return IndexSignals(event.index, self.catalog.lag_taken_in(event))
+        if isinstance(event, DocumentEvent) and self.audit is not None:
+            suspicious = self.audit.document(event)
+            return CatalogSignals(suspicious) if suspicious else None
         return None
 
     def learn(self, event: Event) -> None:
@@ -81,6 +95,8 @@ class SignalEngine:
         )
         if self._explain:
             signals.findings = explain_trace(trace, signals, self.catalog)
+        if self.audit is not None:
+            signals.suspicious = self.audit.trace(trace)
         return signals
 
     def _rephrase(self, trace: TraceEvent, ref: TraceRef) -> TraceRef | None:

@@ -102,10 +102,10 @@ def explain_trace(trace: TraceEvent, signals: TraceSignals, catalog: Catalog) ->
     ref = TraceRef(trace.trace_id, trace.tenant, trace.index.name, trace.time)
     findings: list[Finding] = []
     if signals.access.candidates or signals.access.context:
-        findings += _by_stage(FindingSignal.PERMISSION_VIOLATION, ref, trace, _access_rule(trace, catalog),
+        findings += by_stage(FindingSignal.PERMISSION_VIOLATION, ref, trace, _access_rule(trace, catalog),
                               catalog.document_of)
     if signals.stale.candidates or signals.stale.context:
-        findings += _by_stage(FindingSignal.STALE_PASSAGE, ref, trace, _stale_rule(trace, catalog),
+        findings += by_stage(FindingSignal.STALE_PASSAGE, ref, trace, _stale_rule(trace, catalog),
                               catalog.document_of)
     context = trace.final_context()
     if signals.unsupported_citations:
@@ -228,9 +228,9 @@ def _stale_rule(trace: TraceEvent, catalog: Catalog) -> Rule:
     return why
 
 
-def _by_stage(signal: FindingSignal, ref: TraceRef, trace: TraceEvent, rule: Rule,
+def by_stage(signal: FindingSignal, ref: TraceRef, trace: TraceEvent, rule: Rule,
               document_of: Callable[[Passage], str | None]) -> list[Finding]:
-    """One finding per stage (candidates, context) with the passages the rule flags there. As in
+    """One finding per stage (candidates, context) with the passages ``rule`` flags there. As in
     ``flag_passages``, a passage id is flagged when any of its copies is, at every stage it appears
     in. The words are those of the first flagged passage, and say how many other rules fired too."""
     # without an explicit context, the last retrieval list is what reached the model

@@ -61,6 +61,32 @@ def _catalog_staleness(doc_id: str, version: str | None, catalog: Catalog, index
     return (Freshness.DELETED if document is not None and document.deleted else Freshness.OUTDATED), version
 
 
+def stale_as_of(catalog: Catalog, doc_id: str, version: str | None, index: str, at: float
+                ) -> tuple[Freshness, str, str | None] | None:
+    """Whether ``version`` of ``doc_id`` (None: the version ``index`` held, if it reported it by
+    ``at``) was stale at time ``at``, by what the catalog knows now: (OUTDATED or DELETED, the
+    version served, the version current at ``at``), or None when it was current then or nothing
+    tells. Used to judge a trace again after the catalog changed (``signals/late.py``): a change
+    made after the trace is not held against it, and a version the change feed never announced
+    decides nothing."""
+    document = catalog.document(doc_id)
+    if document is None:
+        return None
+    if version is None:
+        entry = catalog.indexed.get((index, doc_id))
+        if entry is None or entry.indexed_at > at:
+            return None
+        version = entry.version
+    if document.deleted and document.modified_at <= at:
+        return Freshness.DELETED, version, None
+    made = document.history.get(version)
+    known = [(when, name) for name, when in document.history.items() if when <= at]
+    if made is None or made > at or not known:
+        return None
+    current = max(known)[1]
+    return (Freshness.OUTDATED, version, current) if made < document.history[current] else None
+
+
 def _source_changed(passage: Passage) -> bool:
     return passage.source_modified_at is not None and passage.indexed_at is not None \
         and passage.source_modified_at > passage.indexed_at
@@ -117,4 +143,4 @@ def stale_passages(trace: TraceEvent, catalog: Catalog, stages: StageIds | None 
     hand."""
     flagged = flag_passages(trace, stale_judge(trace, catalog), catalog.document_of, unjudged_freshness(catalog),
                             stages)
-    return StaleFindings(flagged.candidates, flagged.context, flagged.doc_ids, flagged.coverage)
+    return StaleFindings(flagged.candidates, flagged.context, flagged.doc_ids, flagged.coverage, flagged.flagged)

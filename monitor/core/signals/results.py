@@ -84,6 +84,7 @@ class AccessFindings:
     doc_ids: list[str] = field(default_factory=list)  # documents behind violations, at most MAX_IDS
     context_doc_ids: list[str] = field(default_factory=list, compare=False)  # those that reached the model
     coverage: Coverage = field(default_factory=Coverage, compare=False)  # which passages could be judged
+    flagged: frozenset[str] = field(default=frozenset(), compare=False)  # the violating passage ids, any stage
 
 
 @dataclass(slots=True)
@@ -94,6 +95,7 @@ class StaleFindings:
     context: int = 0
     doc_ids: list[str] = field(default_factory=list)
     coverage: Coverage = field(default_factory=Coverage, compare=False)  # which passages could be judged
+    flagged: frozenset[str] = field(default=frozenset(), compare=False)  # the stale passage ids, any stage
 
 
 @dataclass(slots=True, frozen=True)
@@ -129,6 +131,8 @@ class TraceSignals:
     usage: Usage | None
     # which passages broke which rule, in words (signals/explain.py); empty when nothing fired
     findings: list[Finding] = field(default_factory=list, compare=False)
+    # catalog events this trace showed to be suspicious (signals/catalog_audit.py), by reason
+    suspicious: dict[str, int] = field(default_factory=dict, compare=False)
 
     @property
     def empty_keyword_side(self) -> bool:
@@ -152,4 +156,24 @@ class IndexSignals:
     lag_seconds: float | None  # source change to indexed, when the catalog knows the change
 
 
-Signals = TraceSignals | FeedbackSignals | IndexSignals
+@dataclass(slots=True)
+class LateSignals:
+    """Leaks and stale passages of a trace judged earlier, found when the catalog changed after
+    it (``signals/late.py``): only the passages found now, per stage, and their findings, whose
+    words say they were found late."""
+
+    tenant: str
+    index: str
+    access: AccessFindings
+    stale: StaleFindings
+    findings: list[Finding] = field(default_factory=list, compare=False)
+
+
+@dataclass(slots=True, frozen=True)
+class CatalogSignals:
+    """A document event accepted but suspicious (``signals/catalog_audit.py``), by reason."""
+
+    suspicious: dict[str, int]
+
+
+Signals = TraceSignals | FeedbackSignals | IndexSignals | LateSignals | CatalogSignals

@@ -27,6 +27,7 @@ class Flagged:
     context_doc_ids: list[str] = field(default_factory=list)  # those of flagged passages in the context
     verdicts: dict[str, bool | None] = field(default_factory=dict)  # passage id -> combined verdict
     coverage: Coverage = field(default_factory=Coverage)
+    flagged: frozenset[str] = frozenset()  # the passage ids flagged, any stage
 
 
 def flag_passages(trace: TraceEvent, judge: Callable[[Passage], bool | None],
@@ -70,6 +71,7 @@ def flag_passages(trace: TraceEvent, judge: Callable[[Passage], bool | None],
                                     stages if stages is not None else stage_ids(trace))
     if not flagged:  # almost every trace: no counts, no documents to name
         return result
+    result.flagged = frozenset(pid for pid, verdict in verdicts.items() if verdict)
     candidates = {p.id for r in trace.retrievals for p in r.passages if verdicts[p.id]}
     result.candidates = len(candidates)
     result.context = len({p.id for p in context if verdicts[p.id]})
