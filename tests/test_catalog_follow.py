@@ -106,3 +106,32 @@ def test_a_running_serve_follows_a_replay_of_catalog_events_and_judges_its_trace
         time.sleep(3)  # three refresh intervals
         assert scraped(server.url, "ragmon_passages_found_late_total") == 2 * (contexts + candidates)
         assert os.path.exists(tmp_path / "ragmon.db")
+
+
+def test_a_replay_judges_its_earlier_traces_against_the_catalog_events_that_follow_them(tmp_path):
+    """Traces first, the catalog after them, in one file: at its end `ragmon replay` has judged the
+    traces again, whatever batch each event fell in."""
+    from click.testing import CliRunner
+
+    from ragmon.monitor.app.cli import main
+
+    now = time.time()
+    traces = [trace(n, now) for n in range(5)]
+    lines = [json.dumps(e) for e in (*traces, *catalog(now))]
+    (tmp_path / "events.jsonl").write_text("\n".join(lines) + "\n")
+    env = {"RAGMON_DATABASE__URL": f"sqlite:///{tmp_path / 'ragmon.db'}",
+           "RAGMON_DEAD_LETTER__PATH": str(tmp_path / "dead.jsonl")}
+    runner = CliRunner()
+    replayed = runner.invoke(main, ["replay", str(tmp_path / "events.jsonl"), "--batch-size", "2"], env=env)
+    assert replayed.exit_code == 0, replayed.output
+    listed = runner.invoke(main, ["findings", "list", "--signal", "permission_violation", "--limit", "100", "-o",
+                                  "json"], env=env)
+    found = json.loads(listed.stdout)["findings"]
+    assert {(f["trace_id"], f["stage"]) for f in found} == {(t["trace_id"], stage) for t in traces
+                                                           for stage in ("candidates", "context")}
+    assert all(f["reason"].startswith("found late, after the catalog changed: ") for f in found)
+    # the handbook's versions came in the file's later batches, within the judge's interval: the end
+    # of the replay judges them all the same
+    stale = runner.invoke(main, ["findings", "list", "--signal", "stale_passage", "--limit", "100", "-o", "json"],
+                          env=env)
+    assert len(json.loads(stale.stdout)["findings"]) == 2 * len(traces)
