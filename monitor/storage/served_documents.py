@@ -25,6 +25,7 @@ from sqlmodel import Field, SQLModel
 
 from ragmon.monitor.core.model import TraceEvent
 from ragmon.monitor.core.pipeline import Observation
+from ragmon.monitor.core.signals.results import LateSignals
 from ragmon.monitor.storage.upsert import conflict_insert
 
 WRITE_SECONDS = 5.0
@@ -96,7 +97,8 @@ class ServedDocuments:
 
     def consume(self, observation: Observation) -> None:
         event = observation.event
-        if not isinstance(event, TraceEvent):
+        # a trace judged again after a catalog change (LateSignals) was counted when it was served
+        if not isinstance(event, TraceEvent) or isinstance(observation.signals, LateSignals):
             return
         passages = {}  # distinct passage ids of the trace, whichever lists hold them
         for retrieval in event.retrievals:

@@ -159,3 +159,23 @@ def test_the_digest_is_written_off_the_pipeline_thread_and_counts_what_it_leaves
         time.sleep(0.05)
     assert {r.doc_id for r in digest.read()} == {"d0", "d1"} and len(dropped) == 2  # d2 beyond 2 keys; y*300
     digest.shutdown()
+
+
+def test_a_trace_judged_again_after_a_catalog_change_is_not_served_twice(tmp_path):
+    """What a catalog change shows of an earlier trace reaches the sinks with that trace: the
+    digest counted its passages when it was served, and counts them once."""
+    from ragmon.monitor.core.model import IndexRef, Passage, Retrieval, TraceEvent
+    from ragmon.monitor.core.pipeline import LATE_SOURCE, Observation
+    from ragmon.monitor.core.signals.results import AccessFindings, LateSignals, StaleFindings
+    from ragmon.monitor.storage.store import upgrade
+
+    engine = make_engine(f"sqlite:///{tmp_path / 'ragmon.db'}")
+    upgrade(engine)
+    digest = ServedDocuments(engine, time.time, keep_days=1, max_rows=10)
+    event = TraceEvent(trace_id="t", time=time.time(), query="", index=IndexRef("i"),
+                       retrievals=[Retrieval("v", [Passage(id="pay#1", doc_id="pay")])])
+    digest.consume(Observation(event, "http", time.time()))
+    late = LateSignals("default", "i", AccessFindings(1, 1), StaleFindings())
+    digest.consume(Observation(event, LATE_SOURCE, time.time(), late))
+    digest.write(time.time())
+    assert [(row.doc_id, row.passages) for row in digest.read()] == [("pay", 1)]
