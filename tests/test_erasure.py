@@ -39,7 +39,9 @@ def database_url(request, tmp_path):
 
 def trace(trace_id: str, caller: str, now: float, conversation: str | None = None) -> dict:
     """An abstained answer (a finding) that every sample stratum takes."""
-    passage = {"id": f"{trace_id}-p", "doc_id": "handbook", "text": "Leave carries over.", "acl": ["*"]}
+    # judged for access (its ACL) and freshness (its times): no not_judged finding beside the abstention
+    passage = {"id": f"{trace_id}-p", "doc_id": "handbook", "text": "Leave carries over.", "acl": ["*"],
+               "indexed_at": now - 3600, "source_modified_at": now - 7200}
     event = {"type": "trace", "trace_id": trace_id, "time": now - 600, "tenant": "acme",
              "query": QUESTIONS[trace_id], "index": {"name": "policies"}, "caller": {"id": caller, "groups": ["staff"]},
              "retrievals": [{"retriever": "vector", "passages": [{**passage, "score": 0.9}]}], "context": [passage],

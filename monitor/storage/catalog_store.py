@@ -23,7 +23,7 @@ import threading
 from collections.abc import Sequence
 from typing import Any
 
-from sqlalchemy import JSON, BigInteger, Column, Engine, Table, Text, and_, cast, or_, update
+from sqlalchemy import JSON, BigInteger, Column, Engine, Table, Text, and_, cast, or_
 from sqlalchemy import select as core_select
 from sqlalchemy.exc import SQLAlchemyError
 from sqlmodel import Field, Session, SQLModel, select
@@ -80,7 +80,7 @@ def changes_since(engine: Engine, revision: int | None) -> tuple[int, list[Docum
     of them for None). The revision is read first, in the same transaction: rows stamped after it
     may be returned too, and are returned again by the next call (merging them is idempotent)."""
     with Session(engine) as session:
-        current = session.execute(core_select(_REVISION.c.value)).scalar_one()
+        current = session.execute(core_select(_REVISION.c.value)).scalar_one_or_none() or 0  # no write yet: 0
         if revision is not None and current <= revision:
             return current, [], []
         documents_query, indexed_query = select(CatalogDocument), select(CatalogIndexed)
@@ -159,10 +159,12 @@ _REVISION: Table = CatalogRevision.__table__  # type: ignore[assignment]
 
 
 def next_revision(connection: Any) -> int:
-    """Take the next catalog revision in ``connection``'s transaction; its row stays locked until
-    the transaction ends, so revisions are committed in the order they are given out."""
-    return connection.execute(update(_REVISION).where(_REVISION.c.id == 1).values(value=_REVISION.c.value + 1)
-                              .returning(_REVISION.c.value)).scalar_one()
+    """Take the next catalog revision in ``connection``'s transaction (the counter's one row made by
+    the first write); its row stays locked until the transaction ends, so revisions are committed
+    in the order they are given out."""
+    statement = conflict_insert(connection, _REVISION).values(id=1, value=1)
+    statement = statement.on_conflict_do_update(index_elements=["id"], set_={"value": _REVISION.c.value + 1})
+    return connection.execute(statement.returning(_REVISION.c.value)).scalar_one()
 
 
 def _document_row(state: DocumentState) -> dict[str, Any]:

@@ -28,9 +28,9 @@ def upgrade() -> None:
     for table in ("catalog_document", "catalog_indexed"):
         op.add_column(table, sa.Column("revision", sa.BigInteger, nullable=False, server_default="0"))
         op.create_index(f"ix_{table}_revision", table, ["revision"])
+    # its one row is made by the first write (catalog_store.next_revision): a restore brings its own
     op.create_table("catalog_revision", sa.Column("id", sa.Integer, primary_key=True, autoincrement=False),
                     sa.Column("value", sa.BigInteger, nullable=False))
-    op.execute("INSERT INTO catalog_revision (id, value) VALUES (1, 0)")
 
 
 def downgrade() -> None:
