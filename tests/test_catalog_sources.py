@@ -10,6 +10,7 @@ import os
 import subprocess
 import sys
 import time
+from datetime import UTC, datetime
 
 import httpx
 import pytest
@@ -92,7 +93,11 @@ def test_a_git_folder_as_the_catalog_finds_the_stale_passages_and_the_leak(tmp_p
         repo.write("policies/leave.md", front_matter("Twelve days carry over now.", acl=["group:staff"]))
         repo.write("policies/pay.md", front_matter("The text of policies/pay.md.", acl=["group:payroll"]))
         repo.git("rm", "-q", "policies/travel.md")
-        repo.commit("edit, revoke, delete", "2026-06-02T09:00:00+00:00")
+        # committed after the traces above were answered (git keeps whole seconds): what changed later is
+        # not held against them when they are judged again (docs/signals.md, "Judged again")
+        edited_at = int(time.time()) + 1
+        time.sleep(edited_at - time.time() + 0.05)
+        repo.commit("edit, revoke, delete", datetime.fromtimestamp(edited_at, UTC).isoformat())
         cli_env = {**{k: v for k, v in os.environ.items() if not k.startswith("RAGMON_")}, **server.env}
         synced = ragmon(cli_env, "catalog", "sync", "-o", "json")
         assert synced.returncode == 0, synced.stderr
