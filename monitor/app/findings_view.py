@@ -13,7 +13,7 @@ tenants sees only their findings and samples. Every answer is bounded: a page of
 from __future__ import annotations
 
 import json
-from collections.abc import Collection, Iterable, Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
@@ -23,7 +23,7 @@ from ragmon.collectors.unread.names import ShownNames
 from ragmon.monitor.app.status_page import StatusPage
 from ragmon.monitor.config.settings import ConfigError, Settings
 from ragmon.monitor.findings.query import QueryError, query_from
-from ragmon.monitor.findings.store import FindingQuery, FindingRow, FindingsStore, as_json
+from ragmon.monitor.findings.store import FindingQuery, FindingsStore, as_json
 from ragmon.monitor.labeling.redact import Redactor
 from ragmon.monitor.labeling.sample_store import Sample, SampleStore
 
@@ -84,7 +84,7 @@ def findings_page(store: FindingsStore, params: Mapping[str, str], now: float, i
     reader may see (None: all). Raises :class:`QueryError` for a bad parameter."""
     query = query_from(params, now)
     stored = _as_stored(query, ids, tenants)
-    return _bounded(store.find(stored) if stored is not None else [], query.limit, budget)
+    return bounded_page(store.find(stored) if stored is not None else [], as_json, query.limit, budget)
 
 
 def trace_view(store: FindingsStore, samples: SampleStore, trace_id: str, ids: StoredIds, *,
@@ -105,7 +105,7 @@ def trace_view(store: FindingsStore, samples: SampleStore, trace_id: str, ids: S
         return None
     shown_sample = None if sample is None else _sample_json(sample)
     sample_size = len(json.dumps(shown_sample, ensure_ascii=False).encode())
-    page = _bounded(rows, TRACE_FINDINGS_SHOWN, budget - sample_size)
+    page = bounded_page(rows, as_json, TRACE_FINDINGS_SHOWN, budget - sample_size)
     return {"trace_id": stored, "findings": page["findings"], "findings_next_cursor": page["next_cursor"],
             "sample": shown_sample}
 
@@ -148,18 +148,20 @@ def _sample_json(sample: Sample) -> dict[str, Any]:
             "trace": sample.payload}
 
 
-def _bounded(rows: list[FindingRow], limit: int, budget: int) -> dict[str, Any]:
-    """``rows`` as JSON up to ``budget`` bytes (but at least one), and the cursor of the next page:
-    the last row shown when the budget or ``limit`` cut the page short, else None."""
-    shown: list[dict[str, Any]] = []
+def bounded_page(rows: Sequence[Any], shown: Callable[[Any], dict[str, Any]], limit: int, budget: int,
+                 name: str = "findings") -> dict[str, Any]:
+    """``rows`` as JSON (``shown`` each, under ``name``) up to ``budget`` bytes (but at least one),
+    and the cursor of the next page: the id of the last row shown when the budget or ``limit`` cut
+    the page short, else None."""
+    page: list[dict[str, Any]] = []
     size = 0
     for row in rows:
-        item = as_json(row)
+        item = shown(row)
         size += len(json.dumps(item, ensure_ascii=False, separators=(",", ":")).encode()) + 1
-        if shown and size > budget:
-            return {"findings": shown, "next_cursor": shown[-1]["id"]}
-        shown.append(item)
-    return {"findings": shown, "next_cursor": rows[-1].id if rows and len(rows) >= limit else None}
+        if page and size > budget:
+            return {name: page, "next_cursor": page[-1]["id"]}
+        page.append(item)
+    return {name: page, "next_cursor": rows[-1].id if rows and len(rows) >= limit else None}
 
 
 def _as_stored(query: FindingQuery, ids: StoredIds, tenants: frozenset[str] | None) -> FindingQuery | None:

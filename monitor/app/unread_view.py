@@ -13,16 +13,15 @@ where to go on (``next_cursor``).
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
 
 from ragmon.collectors.unread.closest import MISSING
 from ragmon.collectors.unread.names import ShownNames
-from ragmon.monitor.app.findings_view import RESPONSE_BUDGET_BYTES, StoredIds
+from ragmon.monitor.app.findings_view import RESPONSE_BUDGET_BYTES, StoredIds, bounded_page
 from ragmon.monitor.findings.query import MAX_LIMIT, QueryError, parse_since, whole_number
-from ragmon.monitor.storage.unread_store import UnreadQuery, UnreadRow, UnreadStore, as_json
+from ragmon.monitor.storage.unread_store import UnreadQuery, UnreadStore, as_json
 
 PARAMETERS = ("scope", "missing", "tenant", "since", "limit", "cursor")
 
@@ -55,9 +54,10 @@ def unread_page(store: UnreadStore, params: Mapping[str, str], now: float, ids: 
     if tenants is not None:
         tenant_values = tuple(sorted(tenants if tenant_values is None else set(tenant_values) & tenants))
         if not tenant_values:
-            return _bounded([], query.limit, budget)
+            return bounded_page([], as_json, query.limit, budget, "unread")
     scope = None if query.scope is None else _scopes(str(query.scope), names)
-    return _bounded(store.find(replace(query, scope=scope, tenant=tenant_values)), query.limit, budget)
+    return bounded_page(store.find(replace(query, scope=scope, tenant=tenant_values)), as_json, query.limit, budget,
+                        "unread")
 
 
 def _scopes(given: str, names: ShownNames) -> tuple[str, ...]:
@@ -71,15 +71,3 @@ def _scopes(given: str, names: ShownNames) -> tuple[str, ...]:
         raise QueryError("scope: this name is stored by a keyed hash; set redaction.caller_key (as the serving "
                          "process has it) to look it up") from None
     return (shown,) if shown == given else (shown, given)
-
-
-def _bounded(rows: list[UnreadRow], limit: int, budget: int) -> dict[str, Any]:
-    shown: list[dict[str, Any]] = []
-    size = 0
-    for row in rows:
-        item = as_json(row)
-        size += len(json.dumps(item, ensure_ascii=False, separators=(",", ":")).encode()) + 1
-        if shown and size > budget:
-            return {"unread": shown, "next_cursor": shown[-1]["id"]}
-        shown.append(item)
-    return {"unread": shown, "next_cursor": rows[-1].id if rows and len(rows) >= limit else None}

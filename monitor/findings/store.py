@@ -16,12 +16,10 @@ from typing import Any
 
 from sqlalchemy import JSON, Column, Engine, Table, Text, delete, func, or_, text
 from sqlalchemy import select as core_select
-from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm import defer
-from sqlmodel import Field, Session, SQLModel, col, select
+from sqlmodel import Field, Session, SQLModel, select
 
-from ragmon.monitor.core.errors import Retryable
-from ragmon.monitor.storage.upsert import conflict_insert
+from ragmon.monitor.storage import keyed_rows
 
 
 class FindingRow(SQLModel, table=True):
@@ -71,46 +69,28 @@ class FindingsStore:
     def add(self, rows: Sequence[dict[str, Any]]) -> None:
         """Store rows (dicts of :class:`FindingRow` columns but ``id``); a row whose key is
         stored already is skipped. Raises :class:`Retryable` when the database is unavailable."""
-        if not rows:
-            return
-        try:
-            with self._engine.begin() as connection:
-                connection.execute(conflict_insert(connection, _TABLE).on_conflict_do_nothing(index_elements=["key"]),
-                                   list(rows))
-        except SQLAlchemyError as error:
-            raise Retryable(f"findings store: {type(error).__name__}") from error
+        keyed_rows.add_new(self._engine, _TABLE, rows, "findings store")
 
     def find(self, query: FindingQuery) -> list[FindingRow]:
         """The rows ``query`` selects, newest first, at most ``query.limit``; without their whole
         principal lists (reading ``principals`` of such a row raises)."""
-        statement = (select(FindingRow).options(defer(FindingRow.principals, raiseload=True))
-                     .order_by(col(FindingRow.id).desc()).limit(query.limit))
+        statement = select(FindingRow).options(defer(FindingRow.principals, raiseload=True)).limit(query.limit)
         if query.signal is not None:
             statement = statement.where(FindingRow.signal == query.signal)
-        for column, wanted in ((FindingRow.tenant, query.tenant), (FindingRow.index_name, query.index),
-                               (FindingRow.trace_id, query.trace_id)):
-            if isinstance(wanted, str):
-                statement = statement.where(column == wanted)
-            elif wanted is not None:
-                statement = statement.where(col(column).in_(wanted))
-        if query.since is not None:
-            statement = statement.where(FindingRow.time >= query.since)
-        if query.cursor is not None:
-            statement = statement.where(col(FindingRow.id) < query.cursor)
+        statement = keyed_rows.newest_first(statement, FindingRow,
+                                            ((FindingRow.tenant, query.tenant), (FindingRow.index_name, query.index),
+                                             (FindingRow.trace_id, query.trace_id)),
+                                            query.since, query.cursor)
         with Session(self._engine) as session:
             return list(session.exec(statement))
 
     def count(self, at_most: int, trace_id: str | None = None) -> tuple[int, bool]:
         """How many rows are stored (of one trace), counted up to ``at_most``, and whether there
-        are more: counting stops there, so a page refreshed every few seconds never walks the
-        whole table."""
+        are more."""
         rows = core_select(_TABLE.c.id)
         if trace_id is not None:
             rows = rows.where(_TABLE.c.trace_id == trace_id)
-        counted = core_select(func.count()).select_from(rows.limit(at_most + 1).subquery())
-        with self._engine.connect() as connection:
-            n = connection.execute(counted).scalar_one()
-        return min(n, at_most), n > at_most
+        return keyed_rows.count_up_to(self._engine, rows, at_most)
 
     def principals(self, ids: Iterable[int]) -> dict[int, dict[str, Any]]:
         """The whole principal lists of the rows ``ids`` (see :class:`FindingRow`), by id: what
@@ -138,8 +118,7 @@ class FindingsStore:
 
     def prune(self, before: float) -> int:
         """Delete the rows recorded before ``before`` (Unix seconds); returns how many."""
-        with self._engine.begin() as connection:
-            return connection.execute(delete(_TABLE).where(_TABLE.c.recorded_at < before)).rowcount or 0
+        return keyed_rows.prune(self._engine, _TABLE, before)
 
 
 def as_json(row: FindingRow) -> dict[str, Any]:

@@ -17,13 +17,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import JSON, Column, Engine, Table, Text, delete, func
+from sqlalchemy import JSON, Column, Engine, Table, Text
 from sqlalchemy import select as core_select
-from sqlalchemy.exc import SQLAlchemyError
-from sqlmodel import Field, Session, SQLModel, col, select
+from sqlmodel import Field, Session, SQLModel, select
 
-from ragmon.monitor.core.errors import Retryable
-from ragmon.monitor.storage.upsert import conflict_insert
+from ragmon.monitor.storage import keyed_rows
 
 
 class UnreadRow(SQLModel, table=True):
@@ -67,43 +65,26 @@ class UnreadStore:
     def add(self, rows: Sequence[dict[str, Any]]) -> None:
         """Store rows (dicts of :class:`UnreadRow` columns but ``id``); a row whose key is stored
         already is skipped. Raises :class:`Retryable` when the database is unavailable."""
-        if not rows:
-            return
-        try:
-            with self._engine.begin() as connection:
-                connection.execute(conflict_insert(connection, _TABLE).on_conflict_do_nothing(index_elements=["key"]),
-                                   list(rows))
-        except SQLAlchemyError as error:
-            raise Retryable(f"unread store: {type(error).__name__}") from error
+        keyed_rows.add_new(self._engine, _TABLE, rows, "unread store")
 
     def find(self, query: UnreadQuery) -> list[UnreadRow]:
         """The rows ``query`` selects, newest first, at most ``query.limit``."""
-        statement = select(UnreadRow).order_by(col(UnreadRow.id).desc()).limit(query.limit)
+        statement = select(UnreadRow).limit(query.limit)
         if query.missing is not None:
             statement = statement.where(UnreadRow.missing == query.missing)
-        for column, wanted in ((UnreadRow.scope, query.scope), (UnreadRow.tenant, query.tenant)):
-            if isinstance(wanted, str):
-                statement = statement.where(column == wanted)
-            elif wanted is not None:
-                statement = statement.where(col(column).in_(wanted))
-        if query.since is not None:
-            statement = statement.where(UnreadRow.time >= query.since)
-        if query.cursor is not None:
-            statement = statement.where(col(UnreadRow.id) < query.cursor)
+        statement = keyed_rows.newest_first(statement, UnreadRow,
+                                            ((UnreadRow.scope, query.scope), (UnreadRow.tenant, query.tenant)),
+                                            query.since, query.cursor)
         with Session(self._engine) as session:
             return list(session.exec(statement))
 
     def count(self, at_most: int) -> tuple[int, bool]:
         """How many rows are stored, counted up to ``at_most``, and whether there are more."""
-        counted = core_select(func.count()).select_from(core_select(_TABLE.c.id).limit(at_most + 1).subquery())
-        with self._engine.connect() as connection:
-            n = connection.execute(counted).scalar_one()
-        return min(n, at_most), n > at_most
+        return keyed_rows.count_up_to(self._engine, core_select(_TABLE.c.id), at_most)
 
     def prune(self, before: float) -> int:
         """Delete the rows recorded before ``before`` (Unix seconds); returns how many."""
-        with self._engine.begin() as connection:
-            return connection.execute(delete(_TABLE).where(_TABLE.c.recorded_at < before)).rowcount or 0
+        return keyed_rows.prune(self._engine, _TABLE, before)
 
 
 def as_json(row: UnreadRow) -> dict[str, Any]:
