@@ -19,7 +19,7 @@ ALLOWED: dict[str, tuple[str, ...]] = {
                                 *CONFIG_BASE),
     "ragmon.monitor.storage": ("ragmon.monitor.storage", "ragmon.monitor.core"),
     "ragmon.monitor.findings": ("ragmon.monitor.findings", "ragmon.monitor.core", "ragmon.monitor.labeling.redact",
-                                "ragmon.monitor.storage.upsert"),
+                                "ragmon.monitor.storage.upsert", "ragmon.monitor.storage.keyed_rows"),
     "ragmon.monitor.config": ("ragmon.monitor.config", "ragmon.monitor.labeling.redact",
                               "ragmon.monitor.labeling.sampling"),
     "ragmon.collectors": ("ragmon.collectors", "ragmon.monitor.core", "ragmon.monitor.config"),

@@ -19,7 +19,7 @@ from sqlalchemy import select as core_select
 from sqlalchemy.orm import defer
 from sqlmodel import Field, Session, SQLModel, select
 
-from ragmon.monitor.storage import keyed_rows
+from ragmon.monitor.storage.keyed_rows import count_up_to, insert_new_keys, newest_first, prune_recorded_before
 
 
 class FindingRow(SQLModel, table=True):
@@ -69,7 +69,7 @@ class FindingsStore:
     def add(self, rows: Sequence[dict[str, Any]]) -> None:
         """Store rows (dicts of :class:`FindingRow` columns but ``id``); a row whose key is
         stored already is skipped. Raises :class:`Retryable` when the database is unavailable."""
-        keyed_rows.add_new(self._engine, _TABLE, rows, "findings store")
+        insert_new_keys(self._engine, _TABLE, rows, "findings store")
 
     def find(self, query: FindingQuery) -> list[FindingRow]:
         """The rows ``query`` selects, newest first, at most ``query.limit``; without their whole
@@ -77,7 +77,7 @@ class FindingsStore:
         statement = select(FindingRow).options(defer(FindingRow.principals, raiseload=True)).limit(query.limit)
         if query.signal is not None:
             statement = statement.where(FindingRow.signal == query.signal)
-        statement = keyed_rows.newest_first(statement, FindingRow,
+        statement = newest_first(statement, FindingRow,
                                             ((FindingRow.tenant, query.tenant), (FindingRow.index_name, query.index),
                                              (FindingRow.trace_id, query.trace_id)),
                                             query.since, query.cursor)
@@ -90,7 +90,7 @@ class FindingsStore:
         rows = core_select(_TABLE.c.id)
         if trace_id is not None:
             rows = rows.where(_TABLE.c.trace_id == trace_id)
-        return keyed_rows.count_up_to(self._engine, rows, at_most)
+        return count_up_to(self._engine, rows, at_most)
 
     def principals(self, ids: Iterable[int]) -> dict[int, dict[str, Any]]:
         """The whole principal lists of the rows ``ids`` (see :class:`FindingRow`), by id: what
@@ -118,7 +118,7 @@ class FindingsStore:
 
     def prune(self, before: float) -> int:
         """Delete the rows recorded before ``before`` (Unix seconds); returns how many."""
-        return keyed_rows.prune(self._engine, _TABLE, before)
+        return prune_recorded_before(self._engine, _TABLE, before)
 
 
 def as_json(row: FindingRow) -> dict[str, Any]:

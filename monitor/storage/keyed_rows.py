@@ -20,7 +20,7 @@ from ragmon.monitor.storage.upsert import conflict_insert
 Wanted = tuple[Any, str | tuple[str, ...] | None]
 
 
-def add_new(engine: Engine, table: Table, rows: Sequence[dict[str, Any]], store: str) -> None:
+def insert_new_keys(engine: Engine, table: Table, rows: Sequence[dict[str, Any]], store: str) -> None:
     """Store ``rows`` (dicts of ``table``'s columns but ``id``), skipping those whose ``key`` is
     stored already. Raises :class:`Retryable` naming ``store`` when the database is unavailable."""
     if not rows:
@@ -59,7 +59,7 @@ def count_up_to(engine: Engine, rows: Any, at_most: int) -> tuple[int, bool]:
     return min(n, at_most), n > at_most
 
 
-def prune(engine: Engine, table: Table, before: float) -> int:
+def prune_recorded_before(engine: Engine, table: Table, before: float) -> int:
     """Delete the rows of ``table`` recorded before ``before`` (Unix seconds); returns how many."""
     with engine.begin() as connection:
         return connection.execute(delete(table).where(table.c.recorded_at < before)).rowcount or 0

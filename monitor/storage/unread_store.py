@@ -21,7 +21,7 @@ from sqlalchemy import JSON, Column, Engine, Table, Text
 from sqlalchemy import select as core_select
 from sqlmodel import Field, Session, SQLModel, select
 
-from ragmon.monitor.storage import keyed_rows
+from ragmon.monitor.storage.keyed_rows import count_up_to, insert_new_keys, newest_first, prune_recorded_before
 
 
 class UnreadRow(SQLModel, table=True):
@@ -65,14 +65,14 @@ class UnreadStore:
     def add(self, rows: Sequence[dict[str, Any]]) -> None:
         """Store rows (dicts of :class:`UnreadRow` columns but ``id``); a row whose key is stored
         already is skipped. Raises :class:`Retryable` when the database is unavailable."""
-        keyed_rows.add_new(self._engine, _TABLE, rows, "unread store")
+        insert_new_keys(self._engine, _TABLE, rows, "unread store")
 
     def find(self, query: UnreadQuery) -> list[UnreadRow]:
         """The rows ``query`` selects, newest first, at most ``query.limit``."""
         statement = select(UnreadRow).limit(query.limit)
         if query.missing is not None:
             statement = statement.where(UnreadRow.missing == query.missing)
-        statement = keyed_rows.newest_first(statement, UnreadRow,
+        statement = newest_first(statement, UnreadRow,
                                             ((UnreadRow.scope, query.scope), (UnreadRow.tenant, query.tenant)),
                                             query.since, query.cursor)
         with Session(self._engine) as session:
@@ -80,11 +80,11 @@ class UnreadStore:
 
     def count(self, at_most: int) -> tuple[int, bool]:
         """How many rows are stored, counted up to ``at_most``, and whether there are more."""
-        return keyed_rows.count_up_to(self._engine, core_select(_TABLE.c.id), at_most)
+        return count_up_to(self._engine, core_select(_TABLE.c.id), at_most)
 
     def prune(self, before: float) -> int:
         """Delete the rows recorded before ``before`` (Unix seconds); returns how many."""
-        return keyed_rows.prune(self._engine, _TABLE, before)
+        return prune_recorded_before(self._engine, _TABLE, before)
 
 
 def as_json(row: UnreadRow) -> dict[str, Any]:
