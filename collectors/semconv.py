@@ -74,7 +74,9 @@ PASSAGE_FIELDS = ("doc_id", "doc_version", "span", "acl", "indexed_at", "source_
 
 #: The attributes whose malformed values are reported (a closed set: a metric label).
 CHECKED_ATTRIBUTES = ("metadata", "document.metadata", "document.score", GENAI_DOCUMENTS, CONTEXT_DOCUMENT_IDS,
-                      CALLER_GROUPS, "db.query.result.metadata", "traceloop.entity.output")
+                      CALLER_GROUPS, "db.query.result.metadata", "traceloop.entity.output",
+                      # the documents of the MLflow and Langfuse dialects (collectors/dialects/)
+                      "mlflow.spanOutputs", "langfuse.observation.output")
 
 
 _decode_json = msgspec.json.Decoder().decode

@@ -18,6 +18,8 @@ from typing import Any
 
 from ragmon.collectors.dialects.base import CallerKeys, Closest, Dialect, SpanReading, check_application_attributes
 from ragmon.collectors.dialects.genai import GenAI
+from ragmon.collectors.dialects.langfuse import Langfuse
+from ragmon.collectors.dialects.mlflow import MLflow
 from ragmon.collectors.dialects.openinference import OpenInference
 from ragmon.collectors.dialects.openllmetry import OpenLLMetry
 from ragmon.collectors.dialects.vector_stores import VectorStores
@@ -29,6 +31,8 @@ __all__ = ["DIALECTS", "CallerKeys", "Closest", "Dialect", "Dialects", "SpanRead
 DIALECTS: tuple[type[Dialect], ...] = (
     OpenInference,
     OpenLLMetry,  # before GenAI: its spans carry gen_ai.operation.name too
+    MLflow,
+    Langfuse,
     GenAI,
     VectorStores,
 )

@@ -1,0 +1,92 @@
+"""The Langfuse dialect on the spans the Langfuse SDK 5.2 really sends (its LangChain callback handler,
+``@observe``, and OpenInference's LlamaIndex spans under a Langfuse root; tests/collectors/dialect_spans),
+and on the variations of them an application makes."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from ragmon.collectors.dialects import Dialects
+from ragmon.collectors.span_mapping import SpanMapper
+from tests.clients.expect import passage_id
+from tests.collectors.dialect_spans import Capture
+
+CAPTURE = Capture("langfuse_5_2")
+CHAIN, SECOND_CHAIN, RETRIEVER_ALONE, OBSERVED, LLAMAINDEX = range(5)
+
+
+def ids(event) -> list[list[str]]:
+    return [[p["id"] for p in r["passages"]] for r in event["retrievals"]]
+
+
+def context_of(event) -> list[str]:
+    if "context" in event:
+        return [p["id"] for p in event["context"]]
+    return ids(event)[-1] if event["retrievals"] else []
+
+
+@pytest.mark.parametrize("n", range(len(CAPTURE)))
+def test_each_question_maps_to_what_the_framework_returned(n):
+    reported, spans = CAPTURE[n]
+    event = SpanMapper().map(spans).event
+    assert ids(event) == [[passage_id(d)[0] for d in documents] for documents in reported["lists"]]
+    assert [[p.get("score") for p in r["passages"]] for r in event["retrievals"]] == [
+        [d["score"] for d in documents] for documents in reported["lists"]]
+    assert context_of(event) == [passage_id(d)[0] for d in reported["context"]]
+    assert event["query"] == reported["question"]
+    assert (event.get("answer") or {}).get("text") == reported["answer"]
+    assert event["caller"].get("id") == reported["caller"].get("id")
+    assert event["caller"]["groups"] == reported["caller"]["groups"]
+    assert event["tenant"] == "langfuse" and event["index"]["name"] == "policies"
+    assert event.get("conversation_id") == ("langfuse-conversation" if reported["caller"].get("id") else None)
+
+
+def test_the_callback_handlers_spans_are_read_as_langfuse_and_its_retriever_by_observation_type():
+    dialects = Dialects()
+    readings = {s.name: dialects.read(s) for s in CAPTURE[CHAIN][1]}
+    assert {r.dialect.name for r in readings.values()} == {"langfuse"}
+    assert [name for name, r in readings.items() if r.kind] == ["BM25Retriever"]
+    event = SpanMapper().map(CAPTURE[CHAIN][1]).event
+    assert [r["retriever"] for r in event["retrievals"]] == ["bm25"]  # LangChain's ls_retriever_name
+
+
+def test_a_retriever_alone_keeps_the_applications_metadata_but_langfuse_gives_it_no_user():
+    # the CallbackHandler makes user.id and session.id only when a chain is the run's root
+    reported, spans = CAPTURE[RETRIEVER_ALONE]
+    [root] = spans
+    assert "user.id" not in root.attributes and "langfuse.observation.metadata.tenant" in root.attributes
+    event = SpanMapper().map(spans).event
+    assert event["caller"] == {"groups": ["staff"]} and event["tenant"] == "langfuse"
+
+
+def test_llamaindex_spans_under_a_langfuse_root_are_openinferences_and_the_caller_langfuses():
+    dialects = Dialects()
+    _, spans = CAPTURE[LLAMAINDEX]
+    by_dialect = {}
+    for s in spans:
+        by_dialect.setdefault(dialects.read(s).dialect.name, []).append(s.name)
+    assert by_dialect["langfuse"] == ["ask_engine"]
+    assert "BM25Retriever.retrieve" in by_dialect["openinference"]
+    event = SpanMapper().map(spans).event
+    assert event["tenant"] == "langfuse" and event["caller"]["groups"] == ["staff"]
+
+
+def test_groups_given_as_comma_separated_metadata_text():
+    _, spans = CAPTURE[OBSERVED]
+    for s in spans:
+        s.attributes["langfuse.trace.metadata.groups"] = json.dumps("staff, hr")
+    assert SpanMapper().map(spans).event["caller"]["groups"] == ["staff", "hr"]
+
+
+def test_a_retriever_output_that_is_not_a_list_of_documents_is_named_and_the_trace_kept():
+    reported, spans = CAPTURE[OBSERVED]
+    search = next(s for s in spans if s.name == "search")
+    search.attributes["langfuse.observation.output"] = "no documents today"
+    reading = Dialects().read(search)
+    assert reading.kind == "retriever" and reading.documents == []
+    assert reading.problems == [("langfuse.observation.output",
+                                 "`langfuse.observation.output` is not a JSON array of documents")]
+    event = SpanMapper().map(spans).event
+    assert ids(event) == [[]] and event["query"] == reported["question"]

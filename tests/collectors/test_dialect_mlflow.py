@@ -1,0 +1,109 @@
+"""The MLflow dialect on the spans mlflow-tracing 3.17 really sends (LlamaIndex and LangChain autolog,
+``@mlflow.trace``; tests/collectors/dialect_spans), and on the variations of them an application or a
+newer MLflow makes."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from ragmon.collectors.dialects import Dialects
+from ragmon.collectors.span_mapping import SpanMapper
+from tests.clients.expect import passage_id
+from tests.collectors.dialect_spans import Capture
+
+CAPTURE = Capture("mlflow_3_17")
+RETRIEVER_ALONE, QUERY_ENGINE, LCEL_CHAIN, LANGCHAIN_RETRIEVER, TRACED_FUNCTIONS = range(5)
+
+
+def ids(event) -> list[list[str]]:
+    return [[p["id"] for p in r["passages"]] for r in event["retrievals"]]
+
+
+def context_of(event) -> list[str]:
+    if "context" in event:
+        return [p["id"] for p in event["context"]]
+    return ids(event)[-1] if event["retrievals"] else []
+
+
+@pytest.mark.parametrize("n", range(len(CAPTURE)))
+def test_each_question_maps_to_what_the_framework_returned(n):
+    reported, spans = CAPTURE[n]
+    event = SpanMapper().map(spans).event
+    expected = [[passage_id(d)[0] for d in documents] for documents in reported["lists"]]
+    assert ids(event) == expected
+    assert [[p.get("score") for p in r["passages"]] for r in event["retrievals"]] == [
+        [d["score"] for d in documents] for documents in reported["lists"]]
+    assert context_of(event) == [passage_id(d)[0] for d in reported["context"]]
+    assert event["query"] == reported["question"]
+    assert (event.get("answer") or {}).get("text") == reported["answer"]
+    assert event["caller"] == {"id": reported["caller"]["id"], "groups": reported["caller"]["groups"]}
+    assert event["tenant"] == "mlflow" and event["index"]["name"] == "policies"
+    assert event["conversation_id"] == "mlflow-conversation"
+
+
+def test_every_span_is_read_as_mlflow_and_retrievers_and_rerankers_by_their_json_span_type():
+    dialects = Dialects()
+    _, spans = CAPTURE[QUERY_ENGINE]
+    readings = {s.name: dialects.read(s) for s in spans}
+    assert {r.dialect.name for r in readings.values()} == {"mlflow"}
+    assert readings["BM25Retriever.retrieve"].kind == "retriever"
+    assert readings["BM25Retriever._retrieve"].kind == "retriever"
+    assert readings["KeywordOverlapRerank._postprocess_nodes"].kind == "reranker"
+    assert all(r.kind is None for name, r in readings.items() if "Retriever" not in name and "Rerank" not in name)
+    # the reranker's NodeWithScore list: node ids, texts, metadata and the reranker's own scores
+    [kept] = readings["KeywordOverlapRerank._postprocess_nodes"].documents
+    assert kept.content.startswith("Vacation days carry over") and kept.fields["doc_id"] == "mlflow/leave"
+    assert kept.score == 0.7 and kept.id
+
+
+def test_the_retriever_and_reranker_are_named_as_mlflow_names_them():
+    event = SpanMapper().map(CAPTURE[QUERY_ENGINE][1]).event
+    assert [r["retriever"] for r in event["retrievals"]] == ["BM25Retriever", "keyword-overlap"]
+    event = SpanMapper().map(CAPTURE[LCEL_CHAIN][1]).event
+    assert [r["retriever"] for r in event["retrievals"]] == ["bm25"]  # LangChain's ls_retriever_name
+    event = SpanMapper().map(CAPTURE[TRACED_FUNCTIONS][1]).event
+    assert [r["retriever"] for r in event["retrievals"]] == ["search"]
+
+
+def test_langchain_documents_keep_their_ids_and_are_named_from_metadata_without_one():
+    reported, spans = CAPTURE[LCEL_CHAIN]
+    [passages] = [r["passages"] for r in SpanMapper().map(spans).event["retrievals"]]
+    # the LangChain Document's own id when it had one, else source#page from its metadata
+    assert [p["id"] for p in passages] == [d["id"] or f"{d['metadata']['source']}#{d['metadata']['page']}"
+                                           for d in reported["lists"][0]]
+    assert [p["doc_id"] for p in passages] == [d["metadata"]["source"] for d in reported["lists"][0]]
+
+
+def test_trace_tags_give_the_caller_when_the_root_span_carries_them():
+    # MLflow writes trace tags onto the root span as mlflow.traceTag.<key> (plain strings); with
+    # opentelemetry-sdk < 1.43 the root survives it
+    _, spans = CAPTURE[TRACED_FUNCTIONS]
+    root = next(s for s in spans if not s.parent_id)
+    for key in ("user.id", "session.id", "metadata"):
+        del root.attributes[key]
+    root.attributes.update({"mlflow.traceTag.user_id": "tagged-bob", "mlflow.traceTag.tenant": "acme",
+                            "mlflow.traceTag.groups": "staff, hr", "mlflow.traceTag.session_id": "c-9"})
+    event = SpanMapper().map(spans).event
+    assert event["caller"] == {"id": "tagged-bob", "groups": ["staff", "hr"]}
+    assert event["tenant"] == "acme" and event["conversation_id"] == "c-9"
+
+
+def test_a_span_is_recognised_by_its_span_type_without_the_scope():
+    _, spans = CAPTURE[TRACED_FUNCTIONS]
+    for s in spans:
+        s.scope = ""
+    event = SpanMapper().map(spans).event
+    assert ids(event) == [[d["id"] for d in CAPTURE[TRACED_FUNCTIONS][0]["lists"][0]]]
+
+
+def test_a_retriever_output_that_is_not_a_list_of_documents_is_named_and_the_trace_kept():
+    _, spans = CAPTURE[TRACED_FUNCTIONS]
+    search = next(s for s in spans if s.name == "search")
+    search.attributes["mlflow.spanOutputs"] = json.dumps({"hits": 2})
+    reading = Dialects().read(search)
+    assert reading.kind == "retriever" and reading.documents == []
+    assert reading.problems == [("mlflow.spanOutputs", "`mlflow.spanOutputs` is not a JSON array of documents")]
+    event = SpanMapper().map(spans).event
+    assert ids(event) == [[]] and event["query"] == CAPTURE[TRACED_FUNCTIONS][0]["question"]
