@@ -90,3 +90,18 @@ def test_a_retriever_output_that_is_not_a_list_of_documents_is_named_and_the_tra
                                  "`langfuse.observation.output` is not a JSON array of documents")]
     event = SpanMapper().map(spans).event
     assert ids(event) == [[]] and event["query"] == reported["question"]
+
+
+@pytest.mark.parametrize("n", [CHAIN, OBSERVED, LLAMAINDEX])
+def test_the_root_observations_input_and_output_are_the_question_and_answer(n):
+    # the retriever searched a rewritten query and the application rewrote the model's answer
+    reported, spans = CAPTURE[n]
+    for span in spans:
+        if span.attributes.get("langfuse.observation.type") == "retriever":
+            span.attributes["langfuse.observation.input"] = "a rewritten query"
+        if span.attributes.get("openinference.span.kind") == "RETRIEVER":
+            span.attributes["input.value"] = "a rewritten query"
+    root = next(s for s in spans if not s.parent_id)
+    root.attributes["langfuse.observation.output"] = "The application's own words."
+    event = SpanMapper().map(spans).event
+    assert event["query"] == reported["question"] and event["answer"]["text"] == "The application's own words."

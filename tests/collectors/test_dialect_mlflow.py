@@ -107,3 +107,16 @@ def test_a_retriever_output_that_is_not_a_list_of_documents_is_named_and_the_tra
     assert reading.problems == [("mlflow.spanOutputs", "`mlflow.spanOutputs` is not a JSON array of documents")]
     event = SpanMapper().map(spans).event
     assert ids(event) == [[]] and event["query"] == CAPTURE[TRACED_FUNCTIONS][0]["question"]
+
+
+@pytest.mark.parametrize("n", [QUERY_ENGINE, LCEL_CHAIN, TRACED_FUNCTIONS])
+def test_the_roots_inputs_and_outputs_are_the_question_and_answer(n):
+    # the retriever searched a rewritten query and the application rewrote the model's answer
+    reported, spans = CAPTURE[n]
+    for span in spans:
+        if span.attributes["mlflow.spanType"] == '"RETRIEVER"':
+            span.attributes["mlflow.spanInputs"] = json.dumps({"query": "a rewritten query"})
+    root = next(s for s in spans if not s.parent_id)
+    root.attributes["mlflow.spanOutputs"] = json.dumps({"answer": "The application's own words."})
+    event = SpanMapper().map(spans).event
+    assert event["query"] == reported["question"] and event["answer"]["text"] == "The application's own words."
