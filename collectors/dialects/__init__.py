@@ -19,6 +19,7 @@ from typing import Any
 from ragmon.collectors.dialects.base import CallerKeys, Closest, Dialect, SpanReading, check_application_attributes
 from ragmon.collectors.dialects.genai import GenAI
 from ragmon.collectors.dialects.langfuse import Langfuse
+from ragmon.collectors.dialects.logfire import SCRUBBED, Logfire, drop_scrubbed
 from ragmon.collectors.dialects.mlflow import MLflow
 from ragmon.collectors.dialects.openinference import OpenInference
 from ragmon.collectors.dialects.openllmetry import OpenLLMetry
@@ -33,6 +34,7 @@ DIALECTS: tuple[type[Dialect], ...] = (
     OpenLLMetry,  # before GenAI: its spans carry gen_ai.operation.name too
     MLflow,
     Langfuse,
+    Logfire,
     GenAI,
     VectorStores,
 )
@@ -66,6 +68,8 @@ class Dialects:
         that parses replaces the attribute's value in place, so nothing is parsed twice."""
         a = span.attributes
         problems: list[tuple[str, str]] = []
+        if SCRUBBED in a:  # values Logfire scrubbed are not values, whatever the span's dialect
+            drop_scrubbed(a)
         check_application_attributes(a, problems)
         first = self.by_scope(span.scope) if span.scope else None
         if first is not None:
