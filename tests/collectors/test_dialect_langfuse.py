@@ -105,3 +105,14 @@ def test_the_root_observations_input_and_output_are_the_question_and_answer(n):
     root.attributes["langfuse.observation.output"] = "The application's own words."
     event = SpanMapper().map(spans).event
     assert event["query"] == reported["question"] and event["answer"]["text"] == "The application's own words."
+
+
+def test_an_unread_langfuse_trace_is_explained_by_what_langfuse_lacked():
+    _, spans = CAPTURE[OBSERVED]
+    spans = [s for s in spans if s.name != "search"]  # the model call without its retriever
+    mapper = SpanMapper()
+    assert mapper.map(spans).event is None
+    closest = mapper.dialects.closest(spans)
+    assert (closest.dialect, closest.spans) == ("langfuse", 2)
+    assert closest.lacked == ("a span of langfuse.observation.type retriever listing documents in "
+                              "langfuse.observation.output",)

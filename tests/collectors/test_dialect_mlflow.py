@@ -120,3 +120,18 @@ def test_the_roots_inputs_and_outputs_are_the_question_and_answer(n):
     root.attributes["mlflow.spanOutputs"] = json.dumps({"answer": "The application's own words."})
     event = SpanMapper().map(spans).event
     assert event["query"] == reported["question"] and event["answer"]["text"] == "The application's own words."
+
+
+def test_an_unread_mlflow_trace_is_explained_by_what_mlflow_lacked():
+    # MLFLOW_ENABLE_OTEL_GENAI_SEMCONV: MLflow strips the mlflow.* attributes of the spans it cannot
+    # translate, the retriever's documents among them
+    _, spans = CAPTURE[TRACED_FUNCTIONS]
+    for span in spans:
+        kind = span.attributes["mlflow.spanType"].strip('"')
+        span.attributes = {"gen_ai.operation.name": kind}
+    mapper = SpanMapper()
+    assert mapper.map(spans).event is None
+    closest = mapper.dialects.closest(spans)
+    assert (closest.dialect, closest.spans) == ("mlflow", 2)
+    assert closest.lacked == ('a span of mlflow.spanType "RETRIEVER" or "RERANKER" listing documents in '
+                              "mlflow.spanOutputs",)
