@@ -41,6 +41,9 @@ from ragmon.collectors.span_reading import RawDocument
 SCOPE = "langfuse-sdk"
 TYPE, INPUT, OUTPUT = "langfuse.observation.type", "langfuse.observation.input", "langfuse.observation.output"
 USAGE = "langfuse.observation.usage_details"
+#: Langfuse's observation types (``langfuse._client.constants.ObservationTypeLiteral``).
+OBSERVATION_TYPES = ("span", "generation", "event", "agent", "tool", "chain", "retriever", "evaluator", "embedding",
+                     "guardrail")
 TRACE_METADATA, OBSERVATION_METADATA = "langfuse.trace.metadata.", "langfuse.observation.metadata."
 #: ragmon's keys of a ``metadata`` object (docs/events.md), read under Langfuse's metadata prefixes too.
 METADATA_KEYS = ("tenant", "groups", "index", "index_name", "index_version", "abstained", "citations")

@@ -47,6 +47,11 @@ TRACE_TAG = "mlflow.traceTag."
 #: LlamaIndex's argument names for the question (``retrieve(str_or_query_bundle)``), beside the usual ones.
 MLFLOW_QUERY_KEYS = (*QUERY_KEYS, "str_or_query_bundle")
 
+#: MLflow's span types (``mlflow.entities.SpanType``) as it writes them: JSON text, quotes included.
+SPAN_TYPES = tuple(f'"{t}"' for t in ("LLM", "CHAIN", "AGENT", "TOOL", "CHAT_MODEL", "RETRIEVER", "PARSER",
+                                      "EMBEDDING", "RERANKER", "MEMORY", "UNKNOWN", "WORKFLOW", "TASK",
+                                      "GUARDRAIL", "EVALUATOR"))
+
 # the span type as MLflow writes it (JSON text), and as a translating collector may pass it on
 _KINDS = {'"RETRIEVER"': "retriever", '"RERANKER"': "reranker", "RETRIEVER": "retriever", "RERANKER": "reranker"}
 _CHAINS = frozenset(('"CHAIN"', '"AGENT"', '"UNKNOWN"', '"WORKFLOW"', "CHAIN", "AGENT", "UNKNOWN", "WORKFLOW"))

@@ -1,6 +1,7 @@
 """Which dialect a trace ragmon could not read (or read in part) is closest to, and what it lacked,
 in words from a closed vocabulary: attribute names and the values of the dialects' own enums
-(OpenInference span kinds, GenAI operation names), never a value the application chose.
+(OpenInference span kinds, GenAI operation names, MLflow span types, Langfuse observation types),
+never a value the application chose.
 
 The dialect registry (``ragmon.collectors.dialects``) says which dialect claims most of a trace's
 spans and what that dialect needs for a retrieval (``Dialects.closest``); for a trace read without
@@ -17,7 +18,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from ragmon.collectors import semconv as sc
-from ragmon.collectors.dialects import Dialects
+from ragmon.collectors.dialects import Dialects, langfuse, mlflow
 from ragmon.collectors.otlp_wire import Span
 
 RETRIEVAL, CALLER, CONTEXT = "retrieval", "caller", "context"  # what a trace can lack (``missing``)
@@ -30,6 +31,8 @@ _VOCABULARY = {
                                      "GUARDRAIL", "EVALUATOR", "PROMPT", "UNKNOWN"), True),
     "genai": (sc.GENAI_OPERATION, ("chat", "text_completion", "generate_content", "embeddings", "retrieval",
                                    "execute_tool", "create_agent", "invoke_agent", "invoke_workflow"), False),
+    "mlflow": (mlflow.SPAN_TYPE, mlflow.SPAN_TYPES, True),
+    "langfuse": (langfuse.TYPE, langfuse.OBSERVATION_TYPES, False),
 }
 ANOTHER = "another value"
 

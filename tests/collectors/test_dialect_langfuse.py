@@ -10,6 +10,7 @@ import pytest
 
 from ragmon.collectors.dialects import Dialects
 from ragmon.collectors.span_mapping import SpanMapper
+from ragmon.collectors.unread.closest import RETRIEVAL, Closest, RegistryDialects
 from tests.clients.expect import passage_id
 from tests.collectors.dialect_spans import Capture
 
@@ -116,3 +117,23 @@ def test_an_unread_langfuse_trace_is_explained_by_what_langfuse_lacked():
     assert (closest.dialect, closest.spans) == ("langfuse", 2)
     assert closest.lacked == ("a span of langfuse.observation.type retriever listing documents in "
                               "langfuse.observation.output",)
+
+
+def test_an_unread_langfuse_trace_names_the_observation_types_its_spans_carried():
+    _, spans = CAPTURE[OBSERVED]
+    spans = [s for s in spans if s.name != "search"]
+    closest = RegistryDialects().closest(spans, RETRIEVAL)
+    assert closest == Closest("langfuse", "a span of langfuse.observation.type retriever listing documents in "
+                                          "langfuse.observation.output (the langfuse.observation.type of its spans: "
+                                          "generation, span)")
+
+
+def test_a_retriever_that_found_nothing_says_so_and_one_without_its_output_does_not():
+    _, spans = CAPTURE[OBSERVED]
+    search = next(s for s in spans if s.name == "search")
+    search.attributes["langfuse.observation.output"] = "[]"  # what @observe records for an empty list
+    reading = Dialects().read(search)
+    assert (reading.kind, reading.documents, reading.silent, reading.problems) == ("retriever", [], False, [])
+    del search.attributes["langfuse.observation.output"]  # the output not captured (capture_output=False)
+    reading = Dialects().read(search)
+    assert (reading.kind, reading.documents, reading.silent, reading.problems) == ("retriever", [], True, [])

@@ -10,6 +10,7 @@ import pytest
 
 from ragmon.collectors.dialects import Dialects
 from ragmon.collectors.span_mapping import SpanMapper
+from ragmon.collectors.unread.closest import RETRIEVAL, Closest, RegistryDialects
 from tests.clients.expect import passage_id
 from tests.collectors.dialect_spans import Capture
 
@@ -135,3 +136,31 @@ def test_an_unread_mlflow_trace_is_explained_by_what_mlflow_lacked():
     assert (closest.dialect, closest.spans) == ("mlflow", 2)
     assert closest.lacked == ('a span of mlflow.spanType "RETRIEVER" or "RERANKER" listing documents in '
                               "mlflow.spanOutputs",)
+
+
+def test_an_unread_mlflow_trace_names_the_span_types_its_spans_carried():
+    _, spans = CAPTURE[TRACED_FUNCTIONS]
+    [root] = [s for s in spans if s.name != "search"]  # the application's function without its retriever
+    lacked = 'a span of mlflow.spanType "RETRIEVER" or "RERANKER" listing documents in mlflow.spanOutputs'
+    closest = RegistryDialects().closest([root], RETRIEVAL)
+    assert closest == Closest("mlflow", f'{lacked} (the mlflow.spanType of its spans: "CHAIN")')
+    root.attributes["mlflow.spanType"] = json.dumps("an application's own type")  # never named
+    closest = RegistryDialects().closest([root], RETRIEVAL)
+    assert closest == Closest("mlflow", f"{lacked} (the mlflow.spanType of its spans: another value)")
+
+
+def test_a_retriever_that_found_nothing_is_an_empty_context_and_one_without_its_output_leaves_it_to_its_inner_list():
+    reported, spans = CAPTURE[RETRIEVER_ALONE]
+    outer = next(s for s in spans if s.name == "BM25Retriever.retrieve")
+    outer.attributes["mlflow.spanOutputs"] = "[]"  # what MLflow writes for a retriever that returned no document
+    reading = Dialects().read(outer)
+    assert (reading.kind, reading.documents, reading.silent) == ("retriever", [], False)
+    event = SpanMapper().map(spans).event
+    assert ids(event) == [[]] and context_of(event) == []
+    reported, spans = CAPTURE[RETRIEVER_ALONE]
+    outer = next(s for s in spans if s.name == "BM25Retriever.retrieve")
+    del outer.attributes["mlflow.spanOutputs"]  # the output not recorded: the span does not say what it held
+    assert Dialects().read(outer).silent
+    event = SpanMapper().map(spans).event
+    expected = [passage_id(d)[0] for d in reported["lists"][0]]
+    assert ids(event) == [expected] and context_of(event) == expected
