@@ -130,7 +130,8 @@ class MLflow(Dialect):
 
     def facts(self, span: Any) -> TraceFacts:
         """The application's attributes (JSON text through MLflow's span API), then LangChain's run
-        metadata (the caller keys, then ragmon's ``metadata`` keys), then the root's trace tags."""
+        metadata (the caller keys, then ragmon's ``metadata`` keys), then the root's trace tags, then
+        the association properties OpenLLMetry's SDK puts on every span (read as on any span)."""
         a = span.attributes
         groups = decoded(a.get(sc.CALLER_GROUPS)) if sc.CALLER_GROUPS in a else None
         facts = TraceFacts(caller_id=_text(a.get(sc.USER_ID)) or _text(a.get(sc.ENDUSER_ID)),
@@ -141,7 +142,9 @@ class MLflow(Dialect):
             fill(facts, self.caller_keys.facts(meta.get))
             metadata_facts(meta, facts)
         tags = prefixed_bag(a, TRACE_TAG, caller_key_names(self.caller_keys), json_values=False)
-        return fill(facts, self.caller_keys.facts(tags.get)) if tags else facts
+        if tags:
+            fill(facts, self.caller_keys.facts(tags.get))
+        return fill(facts, self.caller_keys.associated(a))
 
     def lacks(self, spans: list[Any]) -> tuple[str, ...]:
         return (f'a span of {SPAN_TYPE} "RETRIEVER" or "RERANKER" listing documents in {OUTPUTS}',)

@@ -91,6 +91,18 @@ def test_trace_tags_give_the_caller_when_the_root_span_carries_them():
     assert event["tenant"] == "acme" and event["conversation_id"] == "c-9"
 
 
+def test_association_properties_give_the_caller_as_on_any_span():
+    # OpenLLMetry's SDK on the same TracerProvider puts them on MLflow's spans too
+    _, spans = CAPTURE[TRACED_FUNCTIONS]
+    root = next(s for s in spans if not s.parent_id)
+    for key in ("user.id", "session.id", "metadata"):
+        del root.attributes[key]
+    prefix = "traceloop.association.properties."
+    root.attributes.update({f"{prefix}user_id": "carol", f"{prefix}customer_id": "acme", f"{prefix}groups": "staff"})
+    event = SpanMapper().map(spans).event
+    assert event["caller"] == {"id": "carol", "groups": ["staff"]} and event["tenant"] == "acme"
+
+
 def test_a_span_is_recognised_by_its_span_type_without_the_scope():
     _, spans = CAPTURE[TRACED_FUNCTIONS]
     for s in spans:
