@@ -18,8 +18,6 @@ they stay where the operator keeps them, and the restored install must be given 
 
 from __future__ import annotations
 
-import hashlib
-import hmac
 import io
 import json
 import os
@@ -36,6 +34,7 @@ from ragmon.monitor.app.letter_replay import replay_log
 from ragmon.monitor.app.wiring import caller_key
 from ragmon.monitor.config.settings import Settings
 from ragmon.monitor.core.private_files import open_private
+from ragmon.monitor.labeling.keyring import key_id
 from ragmon.monitor.storage.store import make_engine
 from ragmon.monitor.storage.table_dump import data_tables, dump_table
 
@@ -54,15 +53,25 @@ class Manifest:
     ragmon: str
     revision: str
     created_at: float
-    caller_key_check: str
+    caller_key_check: str  # the newest caller key's id (``keyring.key_id``)
     tables: dict[str, int] = field(default_factory=dict)
     files: list[str] = field(default_factory=list)
     format: int = FORMAT
+    # the ids of ``redaction.previous_caller_keys``: rows made before a rotation need them (left out
+    # of the manifest when there are none, so a release before keyrings reads it)
+    previous_caller_key_checks: list[str] = field(default_factory=list)
+
+    def as_json(self) -> dict:
+        """What ``manifest.json`` holds."""
+        data = dict(self.__dict__)
+        if not data["previous_caller_key_checks"]:
+            del data["previous_caller_key_checks"]
+        return data
 
 
 def key_check(key: str) -> str:
-    """A value that tells two caller keys apart without revealing either."""
-    return hmac.new(key.encode(), _CHECK_TEXT, hashlib.sha256).hexdigest()[:16]
+    """A value that tells two caller keys apart without revealing either (``keyring.key_id``)."""
+    return key_id(key)
 
 
 def sqlite_path(settings: Settings) -> Path | None:
@@ -126,7 +135,10 @@ def make_backup(settings: Settings, out: Path, version: str) -> Manifest:
                 if revision is None:
                     raise BackupError("the database holds no ragmon schema")
                 manifest = Manifest(ragmon=version, revision=revision, created_at=time.time(),
-                                    caller_key_check=key_check(key))
+                                    caller_key_check=key_check(key),
+                                    previous_caller_key_checks=[
+                                        key_check(previous.get_secret_value())
+                                        for previous in settings.redaction.previous_caller_keys])
                 for table in data_tables(connection):
                     path = Path(scratch) / f"{table.name}.jsonl"
                     with path.open("w", encoding="utf-8") as handle:
@@ -138,7 +150,7 @@ def make_backup(settings: Settings, out: Path, version: str) -> Manifest:
         partial = out.with_name(f".{out.name}.{os.getpid()}.partial")
         with os.fdopen(open_private(partial, os.O_WRONLY | os.O_CREAT | os.O_EXCL), "wb") as handle:
             with tarfile.open(fileobj=handle, mode="w:gz") as archive:
-                _add_bytes(archive, "manifest.json", json.dumps(manifest.__dict__, indent=1).encode())
+                _add_bytes(archive, "manifest.json", json.dumps(manifest.as_json(), indent=1).encode())
                 for name in manifest.tables:
                     archive.add(Path(scratch) / f"{name}.jsonl", arcname=f"tables/{name}.jsonl")
                 for name, path in files.items():

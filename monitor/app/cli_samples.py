@@ -23,17 +23,18 @@ def _store(ctx: click.Context) -> SampleStore:
     return store_of(settings_of(ctx))
 
 
-def _stored_tenant(ctx: click.Context, store: SampleStore, tenant: str | None) -> str | None:
+def _stored_tenant(ctx: click.Context, store: SampleStore, tenant: str | None) -> tuple[str, ...] | None:
     """``--tenant`` as samples store it: a tenant is stored by its shown id (docs/sampling.md,
-    "Shown ids"), so a raw name maps through it; a shown id copied from a listing is taken as it
-    is when samples hold it."""
+    "Shown ids"), under whichever caller key was the newest when its samples were stored, so a raw
+    name maps through every key of the ring; a shown id copied from a listing is taken as it is
+    when samples hold it. The values samples hold, or the newest shown id when they hold none."""
     if tenant is None:
         return None
     try:
         candidates = stored_ids_for(settings_of(ctx)).of(tenant, "tenant")
     except QueryError as error:
         raise click.BadParameter(str(error), param_hint="--tenant") from None
-    return next((c for c in candidates if store.count(tenant=c)), candidates[0])
+    return tuple(c for c in candidates if store.count(tenant=c)) or candidates[:1]
 
 
 def _batch_directory(week: str, tenant: str | None) -> Path:
@@ -126,9 +127,10 @@ def pull(ctx: click.Context, week: str, tenant: str | None, out_dir: Path | None
 
     _check_week(week)
     store = _store(ctx)
-    tenant = _stored_tenant(ctx, store, tenant)
+    stored = _stored_tenant(ctx, store, tenant)
+    tenant = stored[0] if stored else None  # as shown now (under the newest key)
     out_dir = out_dir or _batch_directory(week, tenant)
-    pulled = pull_week(store, week, tenant=tenant, directory=out_dir)
+    pulled = pull_week(store, week, tenant=stored, directory=out_dir)
     console.print(shown(f"{pulled.cases} cases for {week}{' / ' + tenant if tenant else ''} in {out_dir} "
                         f"({pulled.exported} newly exported)"))
 

@@ -2,7 +2,8 @@
 
 A person is named by their caller id, a conversation id, or both, as the application sent them.
 Stored data names them by keyed pseudonym (``Redactor.pseudonymize_caller`` and
-``pseudonymize_conversation``), so the ids are matched through the same key:
+``pseudonymize_conversation``), so the ids are matched through the same keys (every key of the
+caller keyring, ``redaction.previous_caller_keys`` too: rows stored before a rotation):
 
 - **samples**: those whose trace's caller or conversation has the pseudonym, whatever their
   status, and the weekly-quota claims naming them;
@@ -67,12 +68,13 @@ class Person:
 def erase(person: Person, settings: Settings, samples: SampleStore, findings: FindingsStore, redactor: Redactor,
           *, dry_run: bool = False) -> Erased:
     """Delete ``person``'s data from every store ``settings`` names (see the module docstring)."""
-    caller = redactor.pseudonymize_caller(person.caller) if person.caller else None
-    conversation = redactor.pseudonymize_conversation(person.conversation) if person.conversation else None
-    trace_ids = samples.erase(caller, conversation, dry_run=dry_run)
+    # under every key of the caller keyring: rows stored before a rotation hold an older pseudonym
+    callers = redactor.caller_candidates(person.caller) if person.caller else ()
+    conversations = redactor.conversation_candidates(person.conversation) if person.conversation else ()
+    trace_ids = samples.erase(callers, conversations, dry_run=dry_run)
     erased = Erased(
         samples=len(trace_ids),
-        findings=findings.erase(caller, trace_ids, dry_run=dry_run),
+        findings=findings.erase(callers, trace_ids, dry_run=dry_run),
         regression_cases=remove_cases(settings.regression.cases, trace_ids, dry_run=dry_run),
         batch_cases=erase_from_batches(settings.scheduler.batch_dir, trace_ids, dry_run=dry_run),
         dead_letters=_erase_letters(person, settings, dry_run),

@@ -42,17 +42,19 @@ class StoredIds:
         self._redactor = redactor
 
     def of(self, value: str, parameter: str) -> tuple[str, ...]:
-        """The stored values ``value`` may stand for, the shown id first; raises
-        :class:`QueryError` naming ``parameter`` when the shown id needs a key this process lacks,
-        or for a NUL character (no stored id holds one, and PostgreSQL refuses it in a query)."""
+        """The stored values ``value`` may stand for: its shown id under every key of the caller
+        keyring (the newest first: rows made before a rotation hold an older one), then ``value``
+        itself; raises :class:`QueryError` naming ``parameter`` when the shown id needs a key this
+        process lacks, or for a NUL character (no stored id holds one, and PostgreSQL refuses it in
+        a query)."""
         if "\x00" in value:
             raise QueryError(f"{parameter}: holds a NUL character")
         try:
-            shown = self._redactor.shown_id(value)
+            shown = self._redactor.shown_candidates(value)
         except ValueError:
             raise QueryError(f"{parameter}: this id is stored by a keyed hash; set redaction.caller_key (as the "
                              "serving process has it) to look it up") from None
-        return (shown,) if shown == value else (shown, value)
+        return shown if value in shown else (*shown, value)
 
     def shown_id(self, value: str) -> str:
         """``Redactor.shown_id`` of the reading process (raises ValueError when the id needs a key

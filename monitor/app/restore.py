@@ -66,8 +66,10 @@ def _destinations(settings: Settings, manifest: Manifest) -> dict[str, Path]:
 
 
 def _check_caller_key(settings: Settings, manifest: Manifest, archive: tarfile.TarFile) -> None:
-    """The pseudonyms restored must be the ones this install will make: its caller key is the
-    backup's (the configured one, or the ``caller.key`` the backup carries). Nothing is written."""
+    """The pseudonyms restored must be ones this install matches: every caller key the backup's
+    rows may have been made with (its newest and previous keys) is in this install's keyring (the
+    configured key or the ``caller.key`` the backup carries, and ``previous_caller_keys``). The
+    install may have rotated further: the backup's keys among its previous ones. Nothing is written."""
     configured = settings.redaction.caller_key.get_secret_value()
     if configured:
         key = configured
@@ -76,9 +78,16 @@ def _check_caller_key(settings: Settings, manifest: Manifest, archive: tarfile.T
     else:
         raise BackupError("redaction.caller_key: the backup's pseudonyms were made with a configured key; configure "
                           "this install with the same one")
-    if key_check(key) != manifest.caller_key_check:
+    ring = {key_check(key), *(key_check(previous.get_secret_value())
+                              for previous in settings.redaction.previous_caller_keys)}
+    if manifest.caller_key_check not in ring:
         raise BackupError("redaction.caller_key is not the key the backup's pseudonyms were made with: the same "
-                          "caller would get another pseudonym; configure the install with the same key")
+                          "caller would get another pseudonym; configure the install with the same key (or, "
+                          "rotated since, with it among redaction.previous_caller_keys)")
+    missing = [i for i, check in enumerate(manifest.previous_caller_key_checks) if check not in ring]
+    if missing:
+        raise BackupError(f"redaction.previous_caller_keys: the backup's rows may have been made with its previous "
+                          f"caller keys {missing} (positions in its list), which this install lacks: add them")
 
 
 def restore_backup(settings: Settings, source: Path) -> Manifest:

@@ -55,19 +55,24 @@ def unread_page(store: UnreadStore, params: Mapping[str, str], now: float, ids: 
         tenant_values = tuple(sorted(tenants if tenant_values is None else set(tenant_values) & tenants))
         if not tenant_values:
             return bounded_page([], as_json, query.limit, budget, "unread")
-    scope = None if query.scope is None else _scopes(str(query.scope), names)
+    scope = None if query.scope is None else _scopes(str(query.scope), ids, names)
     return bounded_page(store.find(replace(query, scope=scope, tenant=tenant_values)), as_json, query.limit, budget,
                         "unread")
 
 
-def _scopes(given: str, names: ShownNames) -> tuple[str, ...]:
-    """The stored values a scope a reader gives may stand for: as shown, and as given (it may be
-    a shown name already, copied from another answer or a metric label)."""
+def _scopes(given: str, ids: StoredIds, names: ShownNames) -> tuple[str, ...]:
+    """The stored values a scope a reader gives may stand for: as shown (under every key of the
+    caller keyring, the newest first), and as given (it may be a shown name already, copied from
+    another answer or a metric label)."""
     if "\x00" in given:
         raise QueryError("scope: holds a NUL character")
     try:
         shown = names.name(given)
-    except ValueError:
+        # a name under a previous key: shaped as ``names`` shapes one, from that key's shown id
+        older = [ShownNames(lambda raw, candidate=candidate: candidate).name(given)
+                 for candidate in ids.of(given, "scope")[1:] if candidate != given]
+    except (ValueError, QueryError):
         raise QueryError("scope: this name is stored by a keyed hash; set redaction.caller_key (as the serving "
                          "process has it) to look it up") from None
-    return (shown,) if shown == given else (shown, given)
+    stored = dict.fromkeys((shown, *older, given))
+    return tuple(stored)

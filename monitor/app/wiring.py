@@ -423,12 +423,12 @@ def build_runtime(
     catalog = Catalog(settings.catalog.max_documents, settings.catalog.max_index_entries)
     revision = load_catalog(engine, catalog)
     stats = PipelineStats()
-    samples = SampleStore(engine, clock)
     registry = registry if registry is not None else CollectorRegistry()
     # one redactor for samples, dead letters and label values; the key may refuse the config:
     # before any thread (e.g. a Kafka producer's) is started
     key = caller_key(settings)
     redactor = Redactor(settings.redaction.model_copy(update={"caller_key": SecretStr(key)}))
+    samples = SampleStore(engine, clock, key_id=redactor.key_id)  # rows say which key made their ids
     # tenant, index and retriever labels and exemplars' trace ids as every surface shows them
     metrics = Metrics(registry, settings.labels, shown=redactor.shown_id)
     coverage = CoverageWindow(settings.signals.coverage_window_seconds)
@@ -436,7 +436,7 @@ def build_runtime(
     signals = SignalEngine(settings.signals, catalog, explain=settings.findings.enabled,
                            audit=CatalogAudit(catalog, settings.catalog.unseen_after_seconds, clock))
     sharing = _baseline_sharing(settings, engine, signals, clock)
-    findings = FindingsStore(engine)
+    findings = FindingsStore(engine, key_id=redactor.key_id)
     dead_letters = _dead_letters(settings, clock, metrics, _letter_body(settings, key, redactor))
     decoder = Decoder(settings.limits, clock, TimeReader(settings.events.time_zone))
     sampler = Sampler(settings.sampling, redactor, decoder=decoder, recent_traces=settings.sampling.late_window_traces)
@@ -463,7 +463,7 @@ def build_runtime(
     log.info("runtime ready: %d documents and %d index entries in the catalog",
              len(catalog.documents), len(catalog.indexed))
     return Runtime(settings, clock, engine, catalog, signals, registry, metrics, pipeline, samples, dead_letters,
-                   findings, redactor, UnreadStore(engine), alerts, telemetry)
+                   findings, redactor, UnreadStore(engine, key_id=redactor.key_id), alerts, telemetry)
 
 
 def _catalog_following(settings: Settings, engine: Engine, catalog: Catalog, revision: int,

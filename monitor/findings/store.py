@@ -14,7 +14,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import JSON, Column, Engine, Table, Text, delete, func, or_, text
+from sqlalchemy import JSON, Column, Engine, String, Table, Text, delete, func, or_, text
 from sqlalchemy import select as core_select
 from sqlalchemy.orm import defer
 from sqlmodel import Field, Session, SQLModel, select
@@ -41,6 +41,8 @@ class FindingRow(SQLModel, table=True):
     # {} on rows stored before 0009
     principals: dict[str, Any] = Field(default_factory=dict, sa_column=Column(
         JSON, nullable=False, server_default=text("'{}'")))
+    # the id of the caller key its keyed ids were made with (keyring.key_id); "" before 0014
+    caller_key_id: str = Field(default="", sa_column=Column(String(16), nullable=False, server_default=""))
 
 
 _TABLE: Table = FindingRow.__table__  # type: ignore[assignment]
@@ -63,13 +65,17 @@ class FindingQuery:
 
 
 class FindingsStore:
-    def __init__(self, engine: Engine) -> None:
+    def __init__(self, engine: Engine, key_id: str = "") -> None:
+        """``key_id``: the id of the caller key the rows' keyed ids are made with
+        (``Redactor.key_id``), stored with each row this store writes."""
         self._engine = engine
+        self._key_id = key_id
 
     def add(self, rows: Sequence[dict[str, Any]]) -> None:
         """Store rows (dicts of :class:`FindingRow` columns but ``id``); a row whose key is
         stored already is skipped. Raises :class:`Retryable` when the database is unavailable."""
-        insert_new_keys(self._engine, _TABLE, rows, "findings store")
+        insert_new_keys(self._engine, _TABLE, [{**row, "caller_key_id": self._key_id} for row in rows],
+                        "findings store")
 
     def find(self, query: FindingQuery) -> list[FindingRow]:
         """The rows ``query`` selects, newest first, at most ``query.limit``; without their whole
@@ -102,12 +108,13 @@ class FindingsStore:
         with self._engine.connect() as connection:
             return {row.id: row.principals for row in connection.execute(statement)}
 
-    def erase(self, caller: str | None, trace_ids: Sequence[str], *, dry_run: bool = False) -> int:
-        """Erasure: delete the findings of the caller with the pseudonym ``caller`` and those of
-        ``trace_ids`` (the traces of a person's erased samples); returns how many (would go)."""
+    def erase(self, callers: Sequence[str], trace_ids: Sequence[str], *, dry_run: bool = False) -> int:
+        """Erasure: delete the findings of the caller with one of the pseudonyms ``callers`` (theirs
+        under every caller key) and those of ``trace_ids`` (the traces of a person's erased
+        samples); returns how many (would go)."""
         matches = [_TABLE.c.trace_id.in_(trace_ids[start:start + 500]) for start in range(0, len(trace_ids), 500)]
-        if caller:
-            matches.append(_TABLE.c.caller == caller)
+        if callers:
+            matches.append(_TABLE.c.caller.in_(tuple(callers)))
         if not matches:
             return 0
         with self._engine.begin() as connection:

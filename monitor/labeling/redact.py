@@ -17,8 +17,6 @@ from __future__ import annotations
 
 import copy
 import functools
-import hashlib
-import hmac
 import re
 from collections.abc import Mapping
 from typing import Any, Literal
@@ -31,6 +29,7 @@ from ragmon.monitor.config.section import ConfigSection
 from ragmon.monitor.core.model import Passage, TraceEvent
 from ragmon.monitor.labeling.detectors import people, secrets, structured
 from ragmon.monitor.labeling.detectors.base import DIGIT, Rule, replace_all
+from ragmon.monitor.labeling.keyring import CallerKeyring
 
 Detector = Literal["secret", "email", "phone", "card", "iban", "ip", "national_id", "address", "person"]
 MIN_KEY_LENGTH = 16
@@ -69,7 +68,14 @@ class RedactionConfig(ConfigSection):
     caller_key: SecretStr = Field(
         SecretStr(""),
         description=f"Secret key of the caller-id hash (HMAC-SHA256), at least {MIN_KEY_LENGTH} characters. "
-        "Must be set wherever samples are stored; changing it changes every pseudonym.",
+        "Must be set wherever samples are stored. New pseudonyms are made with it; to rotate it, move the old "
+        "one to `previous_caller_keys` (docs/deployment.md, \"Rotating secrets\").",
+    )
+    previous_caller_keys: list[SecretStr] = Field(
+        default_factory=list,
+        description="Keys `caller_key` had before, newest first: stored pseudonyms made under them are still "
+        "matched (erase, trace and findings look-ups, `samples --tenant`, restore); none makes new ones. Drop one "
+        "once no stored row needs it (docs/deployment.md, \"Rotating secrets\").",
     )
     patterns: list[RedactionPattern] = Field(
         default_factory=list,
@@ -88,6 +94,14 @@ class RedactionConfig(ConfigSection):
             raise ValueError(f"must be at least {MIN_KEY_LENGTH} characters (or empty where nothing is stored)")
         return key
 
+    @field_validator("previous_caller_keys")
+    @classmethod
+    def _previous_keys_long_enough(cls, keys: list[SecretStr]) -> list[SecretStr]:
+        for i, key in enumerate(keys):
+            if len(key.get_secret_value()) < MIN_KEY_LENGTH:
+                raise ValueError(f"[{i}]: must be at least {MIN_KEY_LENGTH} characters")
+        return keys
+
     @field_validator("patterns")
     @classmethod
     def _names_unique(cls, patterns: list[RedactionPattern]) -> list[RedactionPattern]:
@@ -103,8 +117,12 @@ class Redactor:
 
     def __init__(self, config: RedactionConfig, *, require_key: bool = True) -> None:
         """``require_key``: refuse an empty ``caller_key`` (anywhere samples are stored or exported).
-        Without it, only :meth:`redact` is usable and :meth:`pseudonymize_caller` raises."""
-        self._key = config.caller_key.get_secret_value().encode()
+        Without it, only :meth:`redact` is usable and :meth:`pseudonymize_caller` raises.
+        Pseudonyms are made with ``caller_key``; the ``*_candidates`` look-ups give them under
+        ``previous_caller_keys`` too (``keyring.py``)."""
+        self._ring = CallerKeyring(config.caller_key.get_secret_value(),
+                                   [key.get_secret_value() for key in config.previous_caller_keys])
+        self._key = bool(self._ring)
         if require_key and not self._key:
             raise ValueError(_NO_KEY)
         self._patterns = [(re.compile(p.regex), f"[{p.name.upper()}]") for p in config.patterns]
@@ -153,13 +171,30 @@ class Redactor:
                 text = replace_all(text, rule.pattern, rule.check, rule.placeholder)
         return text
 
+    @property
+    def key_id(self) -> str:
+        """The id of the key new pseudonyms are made with (``keyring.key_id``; "" without a key)."""
+        return self._ring.newest_id
+
+    @property
+    def key_ids(self) -> tuple[str, ...]:
+        """The ids of every key of the ring, the newest first."""
+        return self._ring.ids
+
     def pseudonymize_caller(self, caller_id: str) -> str:
         """A stable stand-in for a caller id: ``caller:`` and the first 24 hex digits of
         HMAC-SHA256(caller_key, caller_id). Same key, same id: same pseudonym."""
         if not self._key:
             raise ValueError(_NO_KEY)
-        digest = hmac.new(self._key, caller_id.encode(), hashlib.sha256).hexdigest()
-        return PSEUDONYM_PREFIX + digest[:PSEUDONYM_HEX_CHARS]
+        return PSEUDONYM_PREFIX + self._ring.digest(caller_id.encode())[:PSEUDONYM_HEX_CHARS]
+
+    def caller_candidates(self, caller_id: str) -> tuple[str, ...]:
+        """The pseudonyms ``caller_id`` has under every key of the ring, the newest first: what a
+        stored row naming that caller may hold."""
+        if not self._key:
+            raise ValueError(_NO_KEY)
+        return tuple(PSEUDONYM_PREFIX + digest[:PSEUDONYM_HEX_CHARS] for digest in self._ring.digests(
+            caller_id.encode()))
 
     def pseudonymize_conversation(self, conversation_id: str) -> str:
         """A stable stand-in for a conversation id, ``conversation:`` and 24 hex digits: conversation
@@ -167,8 +202,14 @@ class Redactor:
         Keyed apart from callers, so a conversation id equal to a caller id does not link the two."""
         if not self._key:
             raise ValueError(_NO_KEY)
-        digest = hmac.new(self._key, b"conversation\x00" + conversation_id.encode(), hashlib.sha256).hexdigest()
-        return "conversation:" + digest[:PSEUDONYM_HEX_CHARS]
+        return "conversation:" + self._ring.digest(_CONVERSATION + conversation_id.encode())[:PSEUDONYM_HEX_CHARS]
+
+    def conversation_candidates(self, conversation_id: str) -> tuple[str, ...]:
+        """The pseudonyms ``conversation_id`` has under every key of the ring, the newest first."""
+        if not self._key:
+            raise ValueError(_NO_KEY)
+        return tuple("conversation:" + digest[:PSEUDONYM_HEX_CHARS] for digest in self._ring.digests(
+            _CONVERSATION + conversation_id.encode()))
 
     def shown_id(self, value: str) -> str:
         """How every surface shows an id a sender chose (a trace id, a tenant or index name, a
@@ -185,13 +226,23 @@ class Redactor:
         hash differs from every other by that hash (an id holding ``~`` is always hashed, so a
         sender cannot forge another's shown id). Same key, same id: same shown id, on every
         replica and after a replay."""
+        return self._shown(value, every_key=False)[0]
+
+    def shown_candidates(self, value: str) -> tuple[str, ...]:
+        """The shown ids ``value`` has under every key of the ring, the newest first (one, itself,
+        when it is shown as it is): what a stored row naming it may hold."""
+        return self._shown(value, every_key=True)
+
+    def _shown(self, value: str, *, every_key: bool) -> tuple[str, ...]:
         redacted = self.redact(value)
         if SHOWN_SEPARATOR not in value and redacted == value:
-            return value
+            return (value,)
         if not self._key:
             raise ValueError(_NO_KEY)
-        digest = hmac.new(self._key, b"id\x00" + value.encode(), hashlib.sha256).hexdigest()
-        return redacted[:SHOWN_TEXT_CHARS] + SHOWN_SEPARATOR + "k" + digest[:SHOWN_HEX_CHARS]
+        data = b"id\x00" + value.encode()
+        digests = self._ring.digests(data) if every_key else (self._ring.digest(data),)
+        return tuple(redacted[:SHOWN_TEXT_CHARS] + SHOWN_SEPARATOR + "k" + digest[:SHOWN_HEX_CHARS]
+                     for digest in digests)
 
     def redact_event(self, trace: TraceEvent) -> dict[str, Any]:
         """A redacted copy of a decoded trace as JSON-shaped data: what :meth:`redact_trace` gives
@@ -306,6 +357,7 @@ _TRACE_FIELDS = {
 }
 
 
+_CONVERSATION = b"conversation\x00"  # keys conversations apart from callers
 _NO_KEY = ("redaction.caller_key is empty: set it (RAGMON_REDACTION__CALLER_KEY, at least "
            f"{MIN_KEY_LENGTH} characters) before samples are stored or exported")
 

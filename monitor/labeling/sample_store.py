@@ -63,6 +63,8 @@ class Sample(SQLModel, table=True):
     updated_at: float
     payload: dict[str, Any] = Field(default_factory=dict, sa_column=Column(JSON, nullable=False))
     rank: float = 0.0  # quota.rank_of the trace: lower keeps a place (samples stored before 0004 have 0)
+    # the id of the caller key its keyed ids were made with (keyring.key_id); "" before 0014
+    caller_key_id: str = Field(default="", sa_column=Column(String(16), nullable=False, server_default=""))
 
 
 class SampleClaim(SQLModel, table=True):
@@ -80,6 +82,8 @@ class SampleClaim(SQLModel, table=True):
     trace_id: str = Field(max_length=256)
     rank: float
     updated_at: float
+    # the id of the caller key its keyed ids were made with (keyring.key_id); "" before 0014
+    caller_key_id: str = Field(default="", sa_column=Column(String(16), nullable=False, server_default=""))
 
 
 @dataclass
@@ -142,9 +146,12 @@ def _by_trace(samples: Sequence[NewSample]) -> dict[str, NewSample]:
 
 
 class SampleStore:
-    def __init__(self, engine: Engine, clock=time.time) -> None:
+    def __init__(self, engine: Engine, clock=time.time, key_id: str = "") -> None:
+        """``key_id``: the id of the caller key the samples' keyed ids are made with
+        (``Redactor.key_id``), stored with each sample and claim this store writes."""
         self._engine = engine
         self._clock = clock
+        self._key_id = key_id
         self._admitting = threading.Lock()  # one admission at a time in this process (SQLite's one writer)
 
     def admit(self, samples: Sequence[NewSample], cap: Callable[[str], int], total_cap: int | None = None
@@ -224,7 +231,7 @@ class SampleStore:
                     "trace_id": trace_id, "tenant": tenant, "week": week, "strata": sorted(strata),
                     "status": "queued", "split": sample.split, "fingerprint": sample.fingerprint,
                     "trace_time": sample.trace_time, "created_at": now, "updated_at": now,
-                    "payload": sample.redacted(), "rank": sample.rank})
+                    "payload": sample.redacted(), "rank": sample.rank, "caller_key_id": self._key_id})
                 admission.created.append(trace_id)
             elif row[0] != strata:
                 session.execute(update(Sample).where(col(Sample.trace_id) == trace_id)
@@ -238,7 +245,8 @@ class SampleStore:
         for stratum, fingerprint in sorted(state.changed_claims):
             claim = state.claims[stratum, fingerprint]
             claims.append({"tenant": tenant, "week": week, "stratum": stratum, "fingerprint": fingerprint,
-                           "trace_id": claim.trace_id, "rank": claim.rank, "updated_at": now})
+                           "trace_id": claim.trace_id, "rank": claim.rank, "updated_at": now,
+                           "caller_key_id": self._key_id})
         _store_claims(session, claims)
 
     def upsert(self, samples: Sequence[NewSample]) -> list[str]:
@@ -259,7 +267,8 @@ class SampleStore:
                         session.add(Sample(
                             trace_id=trace_id, tenant=sample.tenant, week=sample.week, strata=sorted(sample.strata),
                             status="queued", split=sample.split, fingerprint=sample.fingerprint,
-                            trace_time=sample.trace_time, created_at=now, updated_at=now, payload=sample.redacted()))
+                            trace_time=sample.trace_time, created_at=now, updated_at=now, payload=sample.redacted(),
+                            caller_key_id=self._key_id))
                         created.append(trace_id)
                     elif not sample.strata <= set(row.strata):
                         row.strata = sorted(set(row.strata) | sample.strata)
@@ -270,7 +279,7 @@ class SampleStore:
         except SQLAlchemyError as error:
             raise Retryable(f"sample store: {type(error).__name__}") from error
 
-    def batch(self, week: str, tenant: str | None = None) -> list[Sample]:
+    def batch(self, week: str, tenant: str | Sequence[str] | None = None) -> list[Sample]:
         """The week's batch: every sample of the week (and tenant) not discarded, in a stable
         order, so pulling the same week again gives the same batch."""
         return [s for s in self.find(week=week, tenant=tenant) if s.status != "discarded"]
@@ -326,16 +335,17 @@ class SampleStore:
             session.commit()
             return result.rowcount or 0
 
-    def erase(self, caller: str | None, conversation: str | None, *, dry_run: bool = False) -> list[str]:
+    def erase(self, callers: Sequence[str], conversations: Sequence[str], *, dry_run: bool = False) -> list[str]:
         """Erasure: delete the samples of one person, whatever their status: those whose trace's
-        caller has the pseudonym ``caller`` or whose conversation has the pseudonym ``conversation``,
-        and the quota claims naming them. Returns their trace ids (what was, or with ``dry_run``
-        would be, deleted), so the regression set and the batches can drop them too."""
+        caller has one of the pseudonyms ``callers`` or whose conversation has one of
+        ``conversations`` (a person's pseudonyms under every caller key), and the quota claims
+        naming them. Returns their trace ids (what was, or with ``dry_run`` would be, deleted), so
+        the regression set and the batches can drop them too."""
         matches = []
-        if caller:
-            matches.append(Sample.payload["caller"]["id"].as_string() == caller)
-        if conversation:
-            matches.append(Sample.payload["conversation_id"].as_string() == conversation)
+        if callers:
+            matches.append(Sample.payload["caller"]["id"].as_string().in_(tuple(callers)))
+        if conversations:
+            matches.append(Sample.payload["conversation_id"].as_string().in_(tuple(conversations)))
         if not matches:
             return []
         with Session(self._engine) as session:
@@ -358,7 +368,7 @@ class SampleStore:
             rows = session.exec(select(Sample.status, func.count()).group_by(Sample.status)).all()
         return {status: n for status, n in rows}
 
-    def find(self, *, week: str | None = None, tenant: str | None = None, status: str | None = None,
+    def find(self, *, week: str | None = None, tenant: str | Sequence[str] | None = None, status: str | None = None,
              limit: int | None = None) -> list[Sample]:
         """Samples in a stable order (week, tenant, trace id)."""
         query = _where(select(Sample), week, tenant, status).order_by(Sample.week, Sample.tenant, Sample.trace_id)
@@ -367,7 +377,8 @@ class SampleStore:
         with Session(self._engine) as session:
             return list(session.exec(query))
 
-    def count(self, *, week: str | None = None, tenant: str | None = None, status: str | None = None) -> int:
+    def count(self, *, week: str | None = None, tenant: str | Sequence[str] | None = None,
+              status: str | None = None) -> int:
         """How many samples :meth:`find` would give without a limit."""
         with Session(self._engine) as session:
             return session.exec(_where(select(func.count()).select_from(Sample), week, tenant, status)).one()
@@ -417,11 +428,14 @@ def _week_rows(session: Session, tenant: str, week: str) -> dict[str, tuple[froz
     return rows
 
 
-def _where(query: Any, week: str | None, tenant: str | None, status: str | None) -> Any:
-    """``query`` narrowed to the given week, tenant and status."""
+def _where(query: Any, week: str | None, tenant: str | Sequence[str] | None, status: str | None) -> Any:
+    """``query`` narrowed to the given week, tenant (or any of several stored values of one
+    tenant: its shown id under each caller key) and status."""
     for column, value in ((Sample.week, week), (Sample.tenant, tenant), (Sample.status, status)):
-        if value is not None:
+        if isinstance(value, str):
             query = query.where(column == value)
+        elif value is not None:
+            query = query.where(column.in_(tuple(value)))
     return query
 
 
@@ -438,4 +452,5 @@ def _store_claims(session: Session, claims: list[dict[str, Any]]) -> None:
     statement = conflict_insert(connection, SampleClaim.__table__)  # type: ignore[attr-defined]
     connection.execute(statement.on_conflict_do_update(
         index_elements=list(_CLAIM_KEY),
-        set_={name: statement.excluded[name] for name in ("trace_id", "rank", "updated_at")}), claims)
+        set_={name: statement.excluded[name] for name in ("trace_id", "rank", "updated_at", "caller_key_id")}),
+        claims)

@@ -32,8 +32,8 @@ class WeeklyPull:
     directory: Path | None
 
 
-def pull_week(store: SampleStore, week: str, *, tenant: str | None = None, directory: Path | None = None,
-              push: Push | None = None) -> WeeklyPull:
+def pull_week(store: SampleStore, week: str, *, tenant: str | Sequence[str] | None = None,
+              directory: Path | None = None, push: Push | None = None) -> WeeklyPull:
     """Pull ``week`` (ISO ``YYYY-Www``): write it to ``directory``, push it, mark it exported.
     Pulling the same week again gives the same batch."""
     batch = store.batch(week, tenant)
@@ -41,4 +41,5 @@ def pull_week(store: SampleStore, week: str, *, tenant: str | None = None, direc
         write_batch(batch, directory)
     pushed = push(batch) if push is not None and batch else 0
     exported = store.mark_exported([sample.trace_id for sample in batch])
-    return WeeklyPull(week, tenant, len(batch), exported, pushed, directory)
+    shown = tenant if tenant is None or isinstance(tenant, str) else tenant[0]  # its stored values, newest first
+    return WeeklyPull(week, shown, len(batch), exported, pushed, directory)

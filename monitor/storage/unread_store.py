@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import JSON, Column, Engine, Table, Text
+from sqlalchemy import JSON, Column, Engine, String, Table, Text
 from sqlalchemy import select as core_select
 from sqlmodel import Field, Session, SQLModel, select
 
@@ -38,6 +38,8 @@ class UnreadRow(SQLModel, table=True):
     lacked: str = Field(sa_column=Column(Text, nullable=False))  # in words, at most 1,024 characters
     spans: int
     digest: dict[str, Any] = Field(default_factory=dict, sa_column=Column(JSON, nullable=False))  # at most 16 KiB
+    # the id of the caller key its keyed ids were made with (keyring.key_id); "" before 0014
+    caller_key_id: str = Field(default="", sa_column=Column(String(16), nullable=False, server_default=""))
 
 
 _TABLE: Table = UnreadRow.__table__  # type: ignore[assignment]
@@ -59,13 +61,17 @@ class UnreadQuery:
 
 
 class UnreadStore:
-    def __init__(self, engine: Engine) -> None:
+    def __init__(self, engine: Engine, key_id: str = "") -> None:
+        """``key_id``: the id of the caller key the rows' keyed ids are made with
+        (``Redactor.key_id``), stored with each row this store writes."""
         self._engine = engine
+        self._key_id = key_id
 
     def add(self, rows: Sequence[dict[str, Any]]) -> None:
         """Store rows (dicts of :class:`UnreadRow` columns but ``id``); a row whose key is stored
         already is skipped. Raises :class:`Retryable` when the database is unavailable."""
-        insert_new_keys(self._engine, _TABLE, rows, "unread store")
+        insert_new_keys(self._engine, _TABLE, [{**row, "caller_key_id": self._key_id} for row in rows],
+                        "unread store")
 
     def find(self, query: UnreadQuery) -> list[UnreadRow]:
         """The rows ``query`` selects, newest first, at most ``query.limit``."""
