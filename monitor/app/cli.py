@@ -331,12 +331,14 @@ def serve(ctx: click.Context, host: str | None, port: int | None) -> None:
     mode), or the read side on a port of its own (http.read_port).
 
     Stops gracefully on SIGTERM or Ctrl-C: requests in flight finish and are persisted first.
-    Reads its tokens again on SIGHUP (docs/deployment.md, "Rotating secrets").
+    Reads its tokens again on SIGHUP, and when a file they come from changes (docs/deployment.md,
+    "Rotating secrets").
     """
     import uvicorn
 
     from ragmon.collectors.http import build_app
     from ragmon.collectors.http_credentials import CredentialSwitch
+    from ragmon.monitor.app.secret_watch import watch_token_files
     from ragmon.monitor.app.token_reload import TokenReload, http_credentials
 
     settings = _settings(ctx)
@@ -398,10 +400,14 @@ def serve(ctx: click.Context, host: str | None, port: int | None) -> None:
     _announce(settings, f"ragmon serving on {_scheme(settings)}://{host}:{port}{kafka} ({where})")
     server = uvicorn.Server(uvicorn.Config(app, host=host, port=port, log_config=None, access_log=False,
                                            timeout_graceful_shutdown=30, **_tls_options(settings)))
-    TokenReload(credentials, lambda: load_settings(ctx.obj.get("config")), host,
-                on_exposure=lambda open_to_all: runtime.metrics.http_unauthenticated.set(1 if open_to_all else 0),
-                ).on_sighup()
+    reload = TokenReload(credentials, lambda: load_settings(ctx.obj.get("config")), host,
+                         on_exposure=lambda open_to_all: runtime.metrics.http_unauthenticated.set(
+                             1 if open_to_all else 0))
+    reload.on_sighup()
+    file_watch = watch_token_files(reload, settings, ctx.obj.get("config"))
     server.run(sockets=listening)
+    if file_watch is not None:
+        file_watch.stop()
     failed = [source.error for source in sources if source.error is not None]
     if failed:
         error(f"a source stopped: {failed[0]}")

@@ -1,8 +1,8 @@
-"""Tokens reloaded while ``ragmon serve`` runs: on SIGHUP the configuration (file, environment and
-the ``file:`` secrets it refers to) is read again and the HTTP port's tokens are swapped in one
-step; a configuration that cannot be used is refused with an ERROR and the tokens in force are
-kept (docs/deployment.md, "Rotating secrets"). Only the tokens change: every other setting takes
-effect at the next start."""
+"""Tokens reloaded while ``ragmon serve`` runs: on SIGHUP, or when a file they come from changes
+(``secret_watch.py``), the configuration (file, environment and the ``file:`` secrets it refers
+to) is read again and the HTTP port's tokens are swapped in one step; a configuration that cannot
+be used is refused with an ERROR and the tokens in force are kept (docs/deployment.md, "Rotating
+secrets"). Only the tokens change: every other setting takes effect at the next start."""
 
 from __future__ import annotations
 
@@ -41,10 +41,12 @@ class TokenReload:
         self._host = host
         self._on_exposure = on_exposure
         self._one_at_a_time = threading.Lock()
+        self.loaded: Settings | None = None  # the settings of the last reload that succeeded
 
-    def reload(self) -> bool:
+    def reload(self, cause: str = "SIGHUP") -> bool:
         """Swap in the tokens of the configuration as it is now; False (and an ERROR naming what is
-        wrong, never a token) when it cannot be used, the tokens in force kept."""
+        wrong, never a token) when it cannot be used, the tokens in force kept. ``cause``: what
+        asked for it, for the log."""
         with self._one_at_a_time:
             try:
                 settings = self._load()
@@ -56,7 +58,8 @@ class TokenReload:
                 return False
             self._switch.swap(credentials)
             self._on_exposure(unauthenticated)
-            log.info("tokens reloaded from the configuration (SIGHUP)")
+            self.loaded = settings
+            log.info("tokens reloaded from the configuration (%s)", cause)
             return True
 
     def on_sighup(self) -> None:

@@ -189,10 +189,15 @@ class HttpConfig(ConfigSection):
         "this, roll the clients, promote it, remove it (docs/deployment.md, \"Rotating secrets\").")
     read_tokens: dict[SecretRef, list[str]] = Field(
         default_factory=dict, description="Read tokens scoped to tenants: `{reference: [tenant, …]}`, the "
-        "reference `env:VARIABLE` or `file:/path` (read at start and on SIGHUP; the token itself stays out of this "
-        "file). Such a token reads `/api/v1/findings` and `/api/v1/traces/…` of its tenants only (tenant names as "
-        "sent, or as shown); the status page and trace pages show every tenant and need `read_token`. To rotate "
-        "one, add a second reference with the same tenants, roll the clients, then remove the old reference.")
+        "reference `env:VARIABLE` or `file:/path` (read at start, on SIGHUP and when the file changes; the token "
+        "itself stays out of this file). Such a token reads `/api/v1/findings` and `/api/v1/traces/…` of its "
+        "tenants only (tenant names as sent, or as shown); the status page and trace pages show every tenant and "
+        "need `read_token`. To rotate one, add a second reference with the same tenants, roll the clients, then "
+        "remove the old reference.")
+    reload_check_seconds: float = Field(
+        5.0, ge=0, description="How often `ragmon serve` looks whether the configuration file (`RAGMON_CONFIG`) or a "
+        "`file:` reference of `read_tokens` changed (its content, or where its symlinks lead: a mounted Kubernetes "
+        "Secret), and reloads the tokens as on SIGHUP when one did. 0: on SIGHUP only.")
     allowed_hosts: list[str] = Field(
         default_factory=list, description="Host names requests may be addressed to (the `Host` header, any port), "
         "besides `localhost`, any IP address, and the name `host` gives; a request naming another host gets 421 "
