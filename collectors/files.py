@@ -225,9 +225,23 @@ class JsonlDeadLetterSink:
         with self._exclusive():
             return sum(self._drop_lines(path, lambda line: matches(decode(line)), dry_run) for path in self.files())
 
-    def _drop_lines(self, path: Path, drop: Callable[[bytes], bool], dry_run: bool = False) -> int:
-        """Rewrite one file without the lines ``drop`` picks, beside itself, swapped in atomically;
-        under :meth:`_exclusive`."""
+    def rewrite(self, change: Callable[[StoredLetter], StoredLetter | None], dry_run: bool = False) -> int:
+        """Replace each letter by what ``change`` makes of it (None: left as it is), in every file;
+        returns how many were (or would be) replaced. ``ragmon keys rotate`` re-seals with it."""
+        decode = msgspec.json.Decoder(StoredLetter).decode
+
+        def changed(line: bytes) -> bytes | None:
+            letter = change(decode(line))
+            return None if letter is None else msgspec.json.encode(letter) + b"\n"
+
+        with self._exclusive():
+            return sum(self._drop_lines(path, lambda line: False, dry_run, changed) for path in self.files())
+
+    def _drop_lines(self, path: Path, drop: Callable[[bytes], bool], dry_run: bool = False,
+                    change: Callable[[bytes], bytes | None] = lambda line: None) -> int:
+        """Rewrite one file without the lines ``drop`` picks and with the lines ``change`` makes
+        anew (None: kept as they are), beside itself, swapped in atomically; under
+        :meth:`_exclusive`. Returns how many lines were dropped or changed."""
         temporary = path.with_name(path.name + ".prune")
         dropped = 0
         with path.open("rb") as source, os.fdopen(open_private(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC),
@@ -235,12 +249,13 @@ class JsonlDeadLetterSink:
             for line in source:  # streamed: the file may be large
                 try:
                     gone = bool(line.strip()) and drop(line)
+                    anew = None if gone or not line.strip() else change(line)
                 except msgspec.DecodeError:
-                    gone = False  # a line we cannot read (a torn write, an edit) is kept, not lost
-                if gone:
+                    gone, anew = False, None  # a line we cannot read (a torn write, an edit) is kept, not lost
+                if gone or anew is not None:
                     dropped += 1
-                else:
-                    kept.write(line)
+                if not gone:
+                    kept.write(line if anew is None else anew)
             kept.flush()
             os.fsync(kept.fileno())
         if dropped and not dry_run:

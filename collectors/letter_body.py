@@ -73,10 +73,19 @@ class LetterBody:
             else:
                 out["text_omitted"] = True
         if self._cipher is not None:
-            nonce = os.urandom(_NONCE_BYTES)
-            sealed = self._cipher.encrypt(nonce, kept, _AAD_V2 + privilege.value.encode())
-            out["raw_encrypted"] = base64.b64encode(nonce + sealed).decode("ascii")
+            out["raw_encrypted"] = _seal(self._cipher, kept, privilege)
         return out
+
+
+def _seal(cipher: AESGCM, data: bytes, privilege: Privilege) -> str:
+    nonce = os.urandom(_NONCE_BYTES)
+    return base64.b64encode(nonce + cipher.encrypt(nonce, data, _AAD_V2 + privilege.value.encode())).decode("ascii")
+
+
+def seal_raw(raw_key: bytes, data: bytes, privilege: Privilege) -> str:
+    """``data`` sealed as a letter's ``raw_encrypted`` under ``raw_key``, bound to ``privilege``:
+    what a letter written now holds (``ragmon keys rotate`` re-seals older letters with it)."""
+    return _seal(AESGCM(raw_key), data, privilege)
 
 
 def decrypt_raw(raw_key: bytes, raw_encrypted: str, privilege: Privilege) -> tuple[bytes, Privilege]:

@@ -27,6 +27,7 @@ from ragmon.monitor.app.cli_erase import erase_command
 from ragmon.monitor.app.cli_eval import eval_command
 from ragmon.monitor.app.cli_events import events
 from ragmon.monitor.app.cli_findings import findings, trace
+from ragmon.monitor.app.cli_keys import keys
 from ragmon.monitor.app.cli_labels import labels
 from ragmon.monitor.app.cli_numbers import FINITE_FLOAT
 from ragmon.monitor.app.cli_output import (
@@ -639,6 +640,7 @@ def dashboard_render(out_dir: Path) -> None:
 main.add_command(db)
 main.add_command(backup)
 main.add_command(restore)
+main.add_command(keys)
 main.add_command(eval_command)
 main.add_command(samples)
 main.add_command(findings)

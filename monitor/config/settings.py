@@ -86,8 +86,8 @@ class DeadLetterConfig(ConfigSection):
     previous_encryption_keys: list[SecretStr] = Field(
         default_factory=list, description="Keys `encryption_key` had before (base64, as it): letters encrypted "
         "under them are still read (list, replay, erase); none is used to encrypt. To rotate the key: move the "
-        "old one here, set the new one, and drop the old one once no letter needs it (docs/deployment.md, "
-        "\"Rotating secrets\").")
+        "old one here, set the new one, run `ragmon keys rotate` (which seals the letters of the files again under "
+        "the new one), then drop the old one (docs/deployment.md, \"Rotating secrets\").")
 
     @model_validator(mode="after")
     def _key_for_raw(self) -> DeadLetterConfig:

@@ -75,7 +75,7 @@ class RedactionConfig(ConfigSection):
         default_factory=list,
         description="Keys `caller_key` had before, newest first: stored pseudonyms made under them are still "
         "matched (erase, trace and findings look-ups, `samples --tenant`, restore); none makes new ones. Drop one "
-        "once no stored row needs it (docs/deployment.md, \"Rotating secrets\").",
+        "once `ragmon keys rotate` says no stored row needs it (docs/deployment.md, \"Rotating secrets\").",
     )
     patterns: list[RedactionPattern] = Field(
         default_factory=list,
