@@ -15,13 +15,17 @@ from prometheus_client import CollectorRegistry
 from pydantic import SecretStr, ValidationError
 from sqlalchemy import text
 
+from ragmon.collectors.unread.names import ShownNames
 from ragmon.monitor.app.cli import main
+from ragmon.monitor.app.findings_view import StoredIds
+from ragmon.monitor.app.unread_view import unread_page
 from ragmon.monitor.app.wiring import build_runtime
 from ragmon.monitor.config.settings import load_settings
 from ragmon.monitor.core.records import Privilege, RawRecord
 from ragmon.monitor.labeling.keyring import key_id
 from ragmon.monitor.labeling.redact import RedactionConfig, Redactor
-from ragmon.monitor.storage.store import make_engine
+from ragmon.monitor.storage.store import make_engine, upgrade
+from ragmon.monitor.storage.unread_store import UnreadStore
 from tests.databases import BOTH, migrated_url
 
 OLD_KEY, NEW_KEY = "caller-key-of-2025-0123456789", "caller-key-of-2026-9876543210"
@@ -166,3 +170,24 @@ def test_a_restore_needs_every_key_the_backup_s_rows_may_have_been_made_with(tmp
     assert not (tmp_path / "lacking").exists()
     # rotated again since the backup: its keys among the previous ones
     assert restore("rotated", "caller-key-of-2027-5555555555", NEW_KEY, OLD_KEY).startswith("0 ")
+
+
+def test_unread_traces_are_found_by_tenant_and_scope_under_a_previous_key(tmp_path):
+    scope = "scope-of-jane.doe@example.com"  # an instrumentation scope named after a person: keyed
+    old, rotated = redactor(OLD_KEY), redactor(NEW_KEY, OLD_KEY)
+    engine = make_engine(f"sqlite:///{tmp_path / 'ragmon.db'}")
+    upgrade(engine)
+    store = UnreadStore(engine)
+
+    def unread_row(trace_id: str, by: Redactor) -> dict:
+        return {"key": trace_id, "trace_id": trace_id, "time": 1.0, "recorded_at": 1.0,
+                "tenant": by.shown_id(TENANT), "scope": ShownNames(by.shown_id).name(scope), "missing": "caller",
+                "dialect": "", "lacked": "words", "spans": 1, "digest": {}}
+
+    store.add([unread_row("before", old), unread_row("after", rotated)])
+    ids, names = StoredIds(rotated), ShownNames(rotated.shown_id)
+    for params in ({"tenant": TENANT}, {"scope": scope}):
+        found = [r["trace_id"] for r in unread_page(store, params, 2.0, ids, names)["unread"]]
+        assert sorted(found) == ["after", "before"], params
+    only_new = StoredIds(redactor(NEW_KEY))
+    assert [r["trace_id"] for r in unread_page(store, {"scope": scope}, 2.0, only_new, names)["unread"]] == ["after"]
