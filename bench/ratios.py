@@ -7,9 +7,11 @@ changes much less, so it is what sittings are compared by.
 
 docs/performance.md holds the last sitting's ratios in a table under :data:`RECORD_MARKER`.
 `make bench` reads it before it measures anything (a malformed record stops it at once, not after
-40 minutes), and fails when a figure's ratio fell more than :data:`TOLERANCE` below the recorded
-one, naming the figure and by how much. A figure the record does not hold is reported as new, not
-failed. After its run, `make bench` prints the run's own record, ready to paste over the old one.
+40 minutes), measures a path again when a figure's ratio fell more than :data:`TOLERANCE` below the
+recorded one (:func:`fallen`), keeps the better run (:func:`better`), and fails when that one fell
+too, naming the figure and by how much (:func:`check`). A figure the record does not hold is
+reported as new, not failed. After its run, `make bench` prints the run's own record, ready to
+paste over the old one.
 """
 
 from __future__ import annotations
@@ -106,6 +108,18 @@ def read_record(path: Path | None = None) -> dict[str, float]:
     """:func:`parse_record` of the file at ``path`` (:data:`RECORD` by default)."""
     path = path or RECORD
     return parse_record(path.read_text(), str(path))
+
+
+def fallen(measured: dict[str, Measured], recorded: dict[str, float]) -> list[str]:
+    """The measured figures whose ratio fell more than :data:`TOLERANCE` below the recorded one."""
+    return [figure for figure, now in measured.items()
+            if figure in recorded and now.ratio / recorded[figure] - 1 < -TOLERANCE]
+
+
+def better(first: dict[str, Measured], second: dict[str, Measured]) -> dict[str, Measured]:
+    """Each figure's measurement of the two with the higher ratio to its ceiling."""
+    return {figure: max((m for m in (first.get(figure), second.get(figure)) if m is not None),
+                        key=lambda m: m.ratio) for figure in first.keys() | second.keys()}
 
 
 def check(measured: dict[str, Measured], recorded: dict[str, float], where: str = "docs/performance.md") -> int:

@@ -163,3 +163,19 @@ def test_make_bench_compares_with_the_record_a_saved_run_holds(tmp_path, monkeyp
     monkeypatch.setattr(make_bench.replay, "run", lambda ceiling: {"replay_records_per_second": 2_600.0})
     assert make_bench.main(["replay"], saved) == 0
     assert f"record ({saved})" in capsys.readouterr().out
+
+
+def test_a_fallen_path_is_measured_again_and_fails_only_when_it_falls_twice(tmp_path, monkeypatch, capsys):
+    import bench.__main__ as make_bench
+
+    saved = tmp_path / "base.txt"
+    saved.write_text(record_markdown({"replay_records_per_second": Measured(3_000.0, 40_000.0)}))
+    monkeypatch.setattr(make_bench.replay, "measure_ceiling", lambda: 40_000.0)
+    rates = iter([2_000.0, 2_900.0, 2_400.0, 2_000.0])  # a noisy first run, then a slowdown measured twice
+    monkeypatch.setattr(make_bench.replay, "run", lambda ceiling: {"replay_records_per_second": next(rates)})
+    assert make_bench.main(["replay"], saved) == 0
+    out = capsys.readouterr().out
+    assert "replay: replay_records_per_second fell more than 15% below the record; measuring it again" in out
+    assert "make bench fails" not in out
+    assert make_bench.main(["replay"], saved) == 1
+    assert "replay_records_per_second fell 20% below" in capsys.readouterr().out  # the better of the two runs
