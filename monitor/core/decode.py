@@ -20,6 +20,7 @@ from ragmon.monitor.core.errors import InvalidInput, Reason
 from ragmon.monitor.core.model import (
     EVENT_TYPES,
     FEEDBACK_KINDS,
+    MAX_TURN,
     DocumentEvent,
     Event,
     FeedbackEvent,
@@ -132,6 +133,8 @@ class Decoder:
             trace.conversation_id is not None and len(trace.conversation_id) > max_id
         ):
             return False
+        if trace.turn is not None and not 1 <= trace.turn <= MAX_TURN:
+            return False
         time_ = trace.time
         if time_.__class__ is not float or time_ >= MILLISECONDS_FROM:  # type: ignore[operator]
             time_ = _seconds_or_none(self._times, time_)
@@ -150,6 +153,8 @@ class Decoder:
             return False
         for retrieval in trace.retrievals:
             if not 0 < len(retrieval.retriever) <= max_id:
+                return False
+            if retrieval.query is not None and len(retrieval.query) > max_text:
                 return False
             if not _passages_fit(retrieval.passages, max_id, max_text, max_items, latest, self._times):
                 return False
@@ -291,6 +296,8 @@ class _Checker:
         trace.time = self._time(trace.time, "$.time")
         self._id(trace.tenant, "$.tenant")
         self._id(trace.conversation_id, "$.conversation_id", required=False)
+        if trace.turn is not None and not 1 <= trace.turn <= MAX_TURN:
+            raise InvalidInput(Reason.INVALID_VALUE, f"`$.turn` must be from 1 to {MAX_TURN}", "$.turn")
         self._id(trace.index.name, "$.index.name")
         self._id(trace.index.version, "$.index.version", required=False)
         self._text(trace.query, "$.query")
@@ -306,6 +313,7 @@ class _Checker:
             )
         for i, retrieval in enumerate(trace.retrievals):
             self._id(retrieval.retriever, f"$.retrievals[{i}].retriever")
+            self._text(retrieval.query, f"$.retrievals[{i}].query")
             self._passages(retrieval.passages, f"$.retrievals[{i}].passages")
         if trace.context is not None:
             self._passages(trace.context, "$.context")

@@ -43,10 +43,19 @@ class Passage(msgspec.Struct, omit_defaults=True, gc=False):
 
 
 class Retrieval(msgspec.Struct, omit_defaults=True, gc=False):
-    """One retriever's candidate list (keyword, vector, fused, reranked ...), in rank order."""
+    """One retriever's candidate list (keyword, vector, fused, reranked ...), in rank order.
+
+    ``query`` is what this retriever searched when it was not the user's message as asked: a
+    question condensed with the chat history, one of a multi-query retriever's rewrites, a
+    hypothetical answer (HyDE). None: it searched the trace's ``query``."""
 
     retriever: str
     passages: list[Passage] = []
+    query: str | None = None
+
+    def searched(self, trace: TraceEvent) -> str:
+        """What this list was searched with: its own ``query``, else the user's message."""
+        return trace.query if self.query is None else self.query
 
 
 class Caller(msgspec.Struct, omit_defaults=True, gc=False):
@@ -89,8 +98,16 @@ def partition_key(caller_id: str | None, conversation_id: str | None) -> str | N
     return caller_id or conversation_id or None
 
 
+#: The highest ``turn`` a trace may carry (docs/events.md): far above any real conversation.
+MAX_TURN = 1_000_000
+
+
 class TraceEvent(msgspec.Struct, tag="trace", tag_field="type", omit_defaults=True, gc=False):
-    """One question answered. ``trace_id`` is the idempotency key."""
+    """One question answered. ``trace_id`` is the idempotency key.
+
+    A chat turn is a trace too: ``query`` is the user's message as they typed it (never a
+    rewrite: what each retriever searched is its :attr:`Retrieval.query`), ``conversation_id``
+    groups the turns, and ``turn`` orders them (1 for the first; None: by ``time``)."""
 
     trace_id: str
     time: Timestamp
@@ -98,6 +115,7 @@ class TraceEvent(msgspec.Struct, tag="trace", tag_field="type", omit_defaults=Tr
     index: IndexRef
     tenant: str = "default"
     conversation_id: str | None = None
+    turn: int | None = None  # 1, 2, ... within the conversation; None: ordered by time
     caller: Caller | None = None
     retrievals: list[Retrieval] = []
     context: list[Passage] | None = None  # None: the last retrieval list is what the model saw

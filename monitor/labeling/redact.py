@@ -251,8 +251,9 @@ class Redactor:
         Only the fields the event model knows are there (the decoder drops the others). Ids and
         names a sender chose (of the trace, passages and documents, citations, tenant, index and
         retrievers) become their shown ids (:meth:`shown_id`), so a sample names them as the
-        findings, alerts and metrics do; free text (query, answer, passage texts) and the other
-        strings a sender chose (versions, embedding model) pass through the detectors; caller
+        findings, alerts and metrics do; free text (query, each retrieval's searched query, answer,
+        passage texts) and the other strings a sender chose (versions, embedding model) pass
+        through the detectors; caller
         ids, ``user:`` principals and conversation ids become pseudonyms."""
         done: dict[int, Passage] = {}
         text, shown = self._optional, self.shown_id
@@ -271,7 +272,8 @@ class Redactor:
         }
         if trace.retrievals:
             changes["retrievals"] = [
-                structs.replace(r, retriever=shown(r.retriever), passages=[passage(p) for p in r.passages])
+                structs.replace(r, retriever=shown(r.retriever), passages=[passage(p) for p in r.passages],
+                                query=text(r.query))
                 for r in trace.retrievals]
         if trace.context is not None:
             changes["context"] = [passage(p) for p in trace.context]
@@ -344,9 +346,9 @@ _PASSAGE_FIELDS = {"id": "id", "score": "keep", "doc_id": "id", "doc_version": "
                    "embedding_model": "text"}
 _TRACE_FIELDS = {
     "type": "keep", "trace_id": "id", "time": "keep", "query": "text", "tenant": "id",
-    "conversation_id": "conversation", "index": {"name": "id", "version": "text"},
+    "conversation_id": "conversation", "turn": "keep", "index": {"name": "id", "version": "text"},
     "caller": {"id": "caller", "groups": "principal"},
-    "retrievals": {"retriever": "id", "passages": _PASSAGE_FIELDS}, "context": _PASSAGE_FIELDS,
+    "retrievals": {"retriever": "id", "query": "text", "passages": _PASSAGE_FIELDS}, "context": _PASSAGE_FIELDS,
     "answer": {"text": "text", "abstained": "keep", "citations": "id"},
     "latency_ms": {"retrieve": "keep", "rerank": "keep", "generate": "keep", "total": "keep"},
     "usage": {"input_tokens": "keep", "output_tokens": "keep", "cost_usd": "keep"},

@@ -72,6 +72,25 @@ def test_minimal_trace_gets_defaults_and_unknown_fields_are_ignored():
     assert event.final_context() == []
 
 
+def test_a_chat_turn_carries_the_users_message_the_searched_queries_and_its_turn():
+    """The user's message stays ``query``; each retrieval may say what it searched (a rewrite);
+    a retrieval without one searched the message itself, and a trace of today means the same."""
+    turn = trace(conversation_id="c-77", turn=2, query="And for contractors?", retrievals=[
+        {"retriever": "bm25", "query": "vacation days carry over for contractors", "passages": []},
+        {"retriever": "vector", "passages": []}])
+    event = decoder().decode(json.dumps(turn).encode())
+    assert isinstance(event, TraceEvent)
+    assert (event.query, event.conversation_id, event.turn) == ("And for contractors?", "c-77", 2)
+    assert [r.searched(event) for r in event.retrievals] == [
+        "vacation days carry over for contractors", "And for contractors?"]
+    today = decoder().decode(json.dumps(trace()).encode())
+    assert isinstance(today, TraceEvent) and today.turn is None and today.retrievals[0].query is None
+    assert today.retrievals[0].searched(today) == today.query
+    # a searched query of "" is what the retriever searched (an empty rewrite), not "absent"
+    empty = decoder().decode(json.dumps(trace(retrievals=[{"retriever": "v", "query": ""}])).encode())
+    assert isinstance(empty, TraceEvent) and empty.retrievals[0].searched(empty) == ""
+
+
 def test_other_event_kinds_decode():
     d = decoder()
     fb = d.decode(b'{"type":"feedback","trace_id":"t","kind":"thumb","value":"down","time":1796000000}')
@@ -152,6 +171,15 @@ def test_other_event_kinds_decode():
         (trace(caller={"id": "u", "groups": ["g" * 41]}), Reason.TOO_LONG, "$.caller.groups[0]"),
         (trace(query="q" * 101), Reason.TOO_LONG, "$.query"),
         (trace(context=[{"id": "p", "text": "t" * 101}]), Reason.TOO_LONG, "$.context[0].text"),
+        (trace(retrievals=[{"retriever": "v"}, {"retriever": "w", "query": "q" * 101}]), Reason.TOO_LONG,
+         "$.retrievals[1].query"),
+        (trace(retrievals=[{"retriever": "v", "query": ["q"]}]), Reason.WRONG_TYPE, "$.retrievals[0].query"),
+        (trace(turn=0), Reason.INVALID_VALUE, "$.turn"),  # turns count from 1
+        (trace(turn=-3), Reason.INVALID_VALUE, "$.turn"),
+        (trace(turn=1_000_001), Reason.INVALID_VALUE, "$.turn"),
+        (trace(turn="2"), Reason.WRONG_TYPE, "$.turn"),
+        (trace(turn=1.5), Reason.WRONG_TYPE, "$.turn"),
+        (trace(turn=True), Reason.WRONG_TYPE, "$.turn"),
     ],
 )
 def test_every_way_to_be_wrong_has_a_reason_and_names_the_field(data, reason, field):
@@ -259,6 +287,7 @@ _PASSAGE = st.fixed_dictionaries({"id": _sized_text(6)}, optional={
 })
 _OPTIONAL = {
     "conversation_id": _maybe(_sized_text(6)),
+    "turn": _maybe(st.sampled_from([-1, 0, 1, 7, 1_000_000, 1_000_001])),
     "caller": _maybe(st.fixed_dictionaries({"groups": st.lists(_sized_text(6), max_size=4)},
                                            optional={"id": _sized_text(6)})),
     "context": _maybe(st.lists(_PASSAGE, max_size=4)),
@@ -288,6 +317,10 @@ def near_limit_traces(draw):
         "retrievals": [{"retriever": _text(draw(_sized(6))), "passages": draw(_PASSAGES)}
                        for _ in range(draw(_sized(3)))],
     }
+    for retrieval in event["retrievals"]:
+        searched = draw(_maybe(_sized_text(12)))
+        if searched is not None:
+            retrieval["query"] = searched
     for name, strategy in _OPTIONAL.items():
         value = draw(strategy)
         if value is not None:

@@ -131,7 +131,7 @@ def test_built_in_detectors_can_be_switched_off():
 # -- whole trace events ---------------------------------------------------------------------------
 
 PII = ["alice@example.com", "+44 20 7946 0958", "4111 1111 1111 1111", "DE89 3704 0044 0532 0130 00",
-       "192.168.1.10", "536-22-8714", "u-123"]
+       "192.168.1.10", "536-22-8714", "u-123", "bob@example.com"]
 
 
 def passage(pid: str, score: float, text: str) -> dict:
@@ -149,7 +149,8 @@ def full_trace() -> dict:
         "query": "My card 4111 1111 1111 1111 was charged twice, I logged in from 192.168.1.10",
         "index": {"name": "policies", "version": "2026-11-28"},
         "retrievals": [{"retriever": "bm25", "passages": [first, second]},
-                       {"retriever": "vector", "passages": [second]}],
+                       {"retriever": "vector", "passages": [second], "query": "charged twice bob@example.com"}],
+        "turn": 3,
         "context": [first],
         "answer": {"text": "Your SSN 536-22-8714 is not needed; see leave-policy#4.", "abstained": False,
                    "citations": ["leave-policy#4"]},
@@ -174,9 +175,11 @@ def test_a_redacted_trace_holds_no_personal_data_and_keeps_the_rest():
     assert first["text"] == "Questions to [EMAIL] or [PHONE]."
     assert second["text"] == "Refunds go to [IBAN] within 5 days."
     assert out["context"][0] == first and out["retrievals"][1]["passages"][0] == second
+    # what a retriever searched is free text like the user's message; a list without one searched the message
+    assert out["retrievals"][1]["query"] == "charged twice [EMAIL]" and "query" not in out["retrievals"][0]
     # a permission case still shows the caller's own principal, under the same pseudonym
     assert first["acl"] == ["group:staff", f"user:{pseudonym}", "tenant:acme"]
-    for key in ("trace_id", "time", "tenant", "index", "latency_ms", "usage"):
+    for key in ("trace_id", "time", "tenant", "index", "latency_ms", "usage", "turn"):
         assert out[key] == event[key]
     # a conversation id (often built from a user's name or email) would undo the caller's pseudonym
     conversation = REDACTOR.pseudonymize_conversation("c-77")
@@ -279,6 +282,8 @@ def test_the_typed_trace_is_redacted_exactly_as_its_json():
         event["query"] = next(texts)
         if event.get("answer"):
             event["answer"]["text"] = next(texts)
+        for retrieval in event.get("retrievals", [])[::2]:  # some lists searched a rewrite, the others the message
+            retrieval["query"] = next(texts)
         for passage in [p for r in event.get("retrievals", []) for p in r["passages"]] + (event.get("context") or []):
             passage["text"] = next(texts)
             passage["acl"] = [*passage.get("acl", []), "user:u-77"]
