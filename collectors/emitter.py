@@ -58,10 +58,10 @@ class OpenInferenceTransport:
     own ``TracerProvider`` (and whatever exporter it has, e.g. OTLP/HTTP to ragmon).
 
     One trace becomes a CHAIN root span (query, answer, caller, conversation, a ``metadata`` JSON
-    with tenant, groups, index, abstained and citations, and the ids of the context passages in
-    ``ragmon.context.document_ids``), a RETRIEVER span per retrieval list, a RERANKER span for the
-    context when one is given, and an LLM span with token counts. The names and the document
-    encoding are those the receiver reads (``ragmon.collectors.semconv``).
+    with tenant, groups, index, abstained, citations and turn, and the ids of the context passages in
+    ``ragmon.context.document_ids``), a RETRIEVER span per retrieval list (its input: what it
+    searched), a RERANKER span for the context when one is given, and an LLM span with token counts.
+    The names and the document encoding are those the receiver reads (``ragmon.collectors.semconv``).
     The trace is then known by its OTel trace id, which :meth:`send` returns. Feedback becomes a
     span carrying ``ragmon.feedback.*`` attributes.
 
@@ -143,6 +143,8 @@ class OpenInferenceTransport:
             metadata["abstained"] = answer["abstained"]
         if answer.get("citations"):
             metadata["citations"] = answer["citations"]
+        if event.get("turn") is not None:
+            metadata["turn"] = event["turn"]
         retrievals = event.get("retrievals", [])
         context = event.get("context")
         final = context if context is not None else (retrievals[-1]["passages"] if retrievals else [])
@@ -156,15 +158,16 @@ class OpenInferenceTransport:
             attributes[sc.SESSION_ID] = event["conversation_id"]
         root = self._tracer.start_span("rag", start_time=start, attributes=attributes)
         cursor = start
-        stages = [(sc.RETRIEVER, r["retriever"], sc.RETRIEVAL_DOCUMENTS, r["passages"], latency.get("retrieve"))
-                  for r in retrievals]
+        stages = [(sc.RETRIEVER, r["retriever"], sc.RETRIEVAL_DOCUMENTS, r["passages"], latency.get("retrieve"),
+                   r.get("query", event["query"])) for r in retrievals]
         if context is not None:
-            stages.append((sc.RERANKER, "reranker", sc.RERANKER_OUTPUT_DOCUMENTS, context, latency.get("rerank")))
+            stages.append((sc.RERANKER, "reranker", sc.RERANKER_OUTPUT_DOCUMENTS, context, latency.get("rerank"),
+                           event["query"]))
         parent = otel.set_span_in_context(root)
-        for kind, name, prefix, passages, took in stages:
+        for kind, name, prefix, passages, took, searched in stages:
             span_end = cursor + int((took or 1) * 1e6 / max(1, len(stages)))
             span = self._tracer.start_span(name, context=parent, start_time=cursor, attributes={
-                sc.SPAN_KIND: kind, sc.INPUT_VALUE: event["query"], sc.METADATA: sc.json_text({"retriever": name}),
+                sc.SPAN_KIND: kind, sc.INPUT_VALUE: searched, sc.METADATA: sc.json_text({"retriever": name}),
                 **sc.document_attributes(prefix, passages)})
             span.end(end_time=span_end)
             cursor = span_end

@@ -11,7 +11,10 @@ apps read right (docs/events.md has the table per framework).
   reranker output; else the last non-empty retrieval list.
 - **Spans are read by their dialects** (``ragmon.collectors.dialects``): documents, list names,
   question, answer, generations and tokens are each asked of the span's own dialect.
-- **Caller, tenant, index, conversation** (:class:`~ragmon.collectors.dialects.base.TraceFacts`):
+- **Question and searched queries**: the trace's query is the user's message (the root chain's
+  input, else the first list's question); a list whose span was asked something else (a rewrite)
+  carries it as its own ``query``.
+- **Caller, tenant, index, conversation, turn** (:class:`~ragmon.collectors.dialects.base.TraceFacts`):
   each from the root span, else from the earliest span that says it (``user.id`` / ``enduser.id``;
   groups from ``metadata.groups`` or ``ragmon.caller.groups``; tenant from ``metadata.tenant``, else
   the resource's ``ragmon.tenant``; and the dialects' own places).
@@ -89,7 +92,17 @@ class SpanMapper:
         got = [(retrieval, level.kind) for retrieval, level in zip(retrievals, lists, strict=True)
                if id(level) in callers]
         mapped.event = self._event(root, spans, by_id, tops, retrievals, _context(got, retrievals, explicit_context))
+        self._searched(mapped.event, lists)
         return mapped
+
+    def _searched(self, event: dict[str, Any], lists: list[Level]) -> None:
+        """Each list that searched something other than the user's message (a question condensed
+        with the chat history, a multi-query rewrite) says what: its span's question (of the
+        outermost level), when it has one and it differs from the trace's."""
+        for retrieval, level in zip(event["retrievals"], lists, strict=True):
+            searched = self._dialect(level.span).list_question(level.span)
+            if searched is not None and searched != event["query"]:
+                retrieval["query"] = searched
 
     def _passages(self, documents: list[RawDocument], mapped: Mapped) -> list[dict[str, Any]]:
         passages = []
@@ -136,6 +149,8 @@ class SpanMapper:
                 event["caller"]["id"] = facts.caller_id
         if facts.conversation:
             event["conversation_id"] = facts.conversation
+        if facts.turn is not None:
+            event["turn"] = facts.turn
         answer = self._answer(root, spans, generations)
         if answer is not None or facts.abstained is not None:
             event["answer"] = {"text": answer, "citations": facts.citations or []}

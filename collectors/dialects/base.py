@@ -23,14 +23,18 @@ from typing import Any, ClassVar
 from ragmon.collectors import semconv as sc
 from ragmon.collectors.semconv import json_object, parse_json_text, scalar_text, string_list
 from ragmon.collectors.span_reading import RawDocument
+from ragmon.monitor.core.model import MAX_TURN
 
 #: The attributes an application sets by hand, read on a span of any dialect (docs/events.md):
 #: OpenInference's ``using_attributes`` keys and OTel's general ones, which applications set with
 #: any tracer, and ragmon's own (OpenLLMetry's association properties too: :data:`ASSOCIATION`).
 APPLICATION_KEYS = (sc.USER_ID, sc.ENDUSER_ID, sc.SESSION_ID, sc.METADATA, sc.GENAI_CONVERSATION,
                     sc.GENAI_DATA_SOURCE, sc.CALLER_GROUPS, sc.CONTEXT_DOCUMENT_IDS)
-#: Keys under which frameworks put the question in a JSON input (Haystack, DSPy, LlamaIndex internals).
-QUERY_KEYS = ("query", "question", "query_str", "input")
+#: Keys under which frameworks put the question in a JSON input (Haystack, DSPy, LlamaIndex internals,
+#: LangChain's ``input``; LlamaIndex chat engines' ``chat(message, chat_history)``).
+QUERY_KEYS = ("query", "question", "query_str", "input", "message")
+#: Where a trace's turn in its conversation is said: the ``metadata`` key, and OpenLLMetry's association property.
+TURN_KEY = "turn"
 #: Keys under which frameworks put the answer in a JSON output (DSPy predictions).
 ANSWER_KEYS = ("answer", "response", "output")
 _METHOD_SUFFIX = re.compile(r"\.[A-Za-z_]\w*$")
@@ -66,6 +70,7 @@ class TraceFacts:
     index_version: str | None = None
     abstained: bool | None = None
     citations: list[str] | None = None
+    turn: int | None = None
 
 
 def short_name(name: str) -> str:
@@ -142,6 +147,18 @@ def _first_text(get: Callable[[str], Any], keys: tuple[str, ...]) -> str | None:
             if text:
                 return text
     return None
+
+
+def turn_number(value: Any) -> int | None:
+    """A turn as a whole number from 1 to ``MAX_TURN``, given as a number or its digits (association
+    properties are strings); None for anything else."""
+    if isinstance(value, str) and value.strip().isdecimal():
+        value = int(value.strip())
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)
+    if type(value) is not int or not 1 <= value <= MAX_TURN:
+        return None
+    return value
 
 
 def group_list(value: Any) -> list[str] | None:
@@ -238,6 +255,7 @@ class Dialect:
             facts.groups = string_list(a[sc.CALLER_GROUPS])
         facts.conversation = facts.conversation or _text(a, sc.SESSION_ID) or _text(a, sc.GENAI_CONVERSATION)
         facts.index = facts.index or _text(a, sc.GENAI_DATA_SOURCE)
+        facts.turn = turn_number(a.get(ASSOCIATION + TURN_KEY))
         metadata = a.get(sc.METADATA)
         return metadata_facts(json_object(metadata), facts) if metadata else facts
 
@@ -256,6 +274,8 @@ def check_application_attributes(attributes: dict[str, Any], problems: Problems)
         parsed = parse_json_text(value)
         if isinstance(parsed, dict):
             attributes[sc.METADATA] = parsed
+            if TURN_KEY in parsed and turn_number(parsed[TURN_KEY]) is None:
+                problems.append((sc.METADATA, f"`{sc.METADATA}.{TURN_KEY}` is not a whole number from 1 to {MAX_TURN}"))
         else:
             problems.append((sc.METADATA, f"`{sc.METADATA}` is not a JSON object"))
     for key in (sc.CONTEXT_DOCUMENT_IDS, sc.CALLER_GROUPS):
@@ -270,7 +290,7 @@ def _text(attributes: dict[str, Any], key: str) -> str | None:
 
 def metadata_facts(metadata: dict[str, Any], facts: TraceFacts) -> TraceFacts:
     """Fills ``facts`` from a JSON metadata object of ragmon's keys (``tenant``, ``groups``,
-    ``index``, ``index_version``, ``abstained``, ``citations``), which win over what ``facts`` held,
+    ``index``, ``index_version``, ``abstained``, ``citations``, ``turn``), which win over what ``facts`` held,
     and ``index_name``, which does not; returns it."""
     if not metadata:
         return facts
@@ -286,6 +306,7 @@ def metadata_facts(metadata: dict[str, Any], facts: TraceFacts) -> TraceFacts:
         facts.abstained = metadata["abstained"]
     if "citations" in metadata:
         facts.citations = string_list(metadata.get("citations")) or []
+    facts.turn = turn_number(metadata.get(TURN_KEY)) or facts.turn
     return facts
 
 

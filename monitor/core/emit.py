@@ -54,9 +54,13 @@ class TraceBuilder:
     def trace_id(self) -> str:
         return self.event["trace_id"]
 
-    def add_retrieval(self, retriever: str, passages: Iterable[Mapping[str, Any]]) -> TraceBuilder:
-        """A candidate list from one retriever, in rank order."""
-        retrieval = {"retriever": retriever, "passages": [dict(p) for p in passages]}
+    def add_retrieval(self, retriever: str, passages: Iterable[Mapping[str, Any]], *,
+                      query: str | None = None) -> TraceBuilder:
+        """A candidate list from one retriever, in rank order; ``query``: what it searched when that
+        was not the user's message (a condensed or expanded rewrite, a hypothetical answer)."""
+        retrieval: dict[str, Any] = {"retriever": retriever, "passages": [dict(p) for p in passages]}
+        if query is not None:
+            retrieval["query"] = query
         self.event.setdefault("retrievals", []).append(retrieval)
         return self
 
@@ -102,7 +106,9 @@ class Emitter:
 
     def start_trace(self, query: str, *, index: str, caller: str | None = None, groups: Iterable[str] = (),
                     tenant: str = "default", conversation: str | None = None, index_version: str | None = None,
-                    trace_id: str | None = None) -> TraceBuilder:
+                    trace_id: str | None = None, turn: int | None = None) -> TraceBuilder:
+        """A trace of ``query``, the user's message as asked; ``turn``: its place in ``conversation``
+        (1 for the first)."""
         event: dict[str, Any] = {"type": "trace", "trace_id": trace_id or uuid.uuid4().hex, "time": self._clock(),
                                  "tenant": tenant, "query": query, "index": {"name": index}}
         if index_version:
@@ -111,6 +117,8 @@ class Emitter:
             event["caller"] = {"id": caller, "groups": list(groups)} if caller else {"groups": list(groups)}
         if conversation:
             event["conversation_id"] = conversation
+        if turn is not None:
+            event["turn"] = turn
         return TraceBuilder(self, event, key=caller or conversation)
 
     def feedback(self, trace_id: str, kind: str, value: str | None = None, *, comment: str | None = None,

@@ -40,10 +40,11 @@ def trace_event(spans: list[Span]) -> dict:
 
 def full_trace(emitter: Emitter) -> str:
     trace = emitter.start_trace("How many vacation days carry over?", index="policies", caller="u-123",
-                                groups=["staff", "hr"], tenant="acme", conversation="c-77", index_version="2026-11-28")
+                                groups=["staff", "hr"], tenant="acme", conversation="c-77", index_version="2026-11-28",
+                                turn=2)
     trace.add_retrieval("bm25", [{"id": "leave#4", "score": 12.5, "doc_id": "leave", "doc_version": "3"},
                                  {"id": "travel#1", "score": 7.25}])
-    trace.add_retrieval("vector", [{"id": "leave#4", "score": 0.82}])
+    trace.add_retrieval("vector", [{"id": "leave#4", "score": 0.82}], query="vacation days carry-over rules")
     trace.set_context([{"id": "leave#4", "score": 0.91, "doc_id": "leave", "doc_version": "3", "span": [1200, 1680],
                         "text": "Up to five days carry over.", "acl": ["group:staff"], "indexed_at": NOW - 86400,
                         "embedding_model": "e5-large-v2@2"}])
@@ -71,7 +72,9 @@ def test_openinference_spans_from_the_emitter_map_back_to_the_trace():
     assert (event["tenant"], event["query"], event["index"]) == (
         "acme", "How many vacation days carry over?", {"name": "policies", "version": "2026-11-28"})
     assert event["caller"] == {"id": "u-123", "groups": ["staff", "hr"]}
-    assert event["conversation_id"] == "c-77"
+    assert (event["conversation_id"], event["turn"]) == ("c-77", 2)
+    # the list that searched a rewrite says what; the others searched the user's message
+    assert [r.get("query") for r in event["retrievals"]] == [None, "vacation days carry-over rules", None]
     lists = [(r["retriever"], [(p["id"], p.get("score")) for p in r["passages"]]) for r in event["retrievals"]]
     assert lists == [("bm25", [("leave#4", 12.5), ("travel#1", 7.25)]), ("vector", [("leave#4", 0.82)]),
                      ("reranker", [("leave#4", 0.91)])]
