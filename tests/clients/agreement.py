@@ -103,6 +103,7 @@ def assert_agrees(servers: dict[str, RagmonServer], run: AppRun) -> dict[str, Ex
                 assert "caller" not in payload, where
             assert ("permission_violation" in strata) == bool(e.leaked_candidates or e.leaked_context), where
             assert payload["query"] == questions[trace_id]["question"], where
+            assert_turn(server, questions[trace_id], payload, where)
             assert payload["index"]["name"] == index, where
             assert (payload.get("answer") or {}).get("text") == questions[trace_id].get("answer"), where
             assert_findings(server, questions[trace_id], tenant, index, catalog, where)
@@ -151,6 +152,28 @@ def assert_findings(server: RagmonServer, question: dict[str, Any], tenant: str,
     shown_rows = {(f["signal"], f["stage"], tuple(f["passage_ids"]),
                    tuple((d["doc_id"], d["version"]) for d in f["documents"]), f["reason"]) for f in shown}
     assert shown_rows == expected_rows, where
+
+
+def assert_turn(server: RagmonServer, question: dict[str, Any], payload: dict[str, Any], where: str) -> None:
+    """The stored trace says what each list searched: the question the app reports its retriever
+    was called with (``searched``, one per list; absent: every list searched the user's message,
+    which a list then does not repeat), and, for a chat turn, its conversation (pseudonymised)
+    and turn."""
+    lists = payload.get("retrievals", [])
+    searched = question.get("searched") or [question["question"]] * len(question["lists"])
+    assert [r.get("query", payload["query"]) for r in lists] == searched, where
+    assert all(r.get("query") != payload["query"] for r in lists), where  # the message is never repeated
+    if "conversation" in question:
+        assert payload.get("conversation_id") == conversation_pseudonym(server, question["conversation"]), where
+        assert payload.get("turn") == question["turn"], where
+
+
+def conversation_pseudonym(server: RagmonServer, conversation_id: str) -> str:
+    """The stored form of a conversation id by the rule docs/sampling.md states: ``conversation:``
+    and 24 hex digits of HMAC-SHA256 over ``conversation``, a NUL and the id, keyed with the caller key."""
+    key = (server.scratch / "caller.key").read_text().strip().encode()
+    digest = hmac.new(key, b"conversation\x00" + conversation_id.encode(), hashlib.sha256).hexdigest()
+    return "conversation:" + digest[:24]
 
 
 def caller_pseudonym(server: RagmonServer, caller_id: str) -> str:

@@ -53,16 +53,16 @@ def send_events(servers: dict[str, RagmonServer], events: list[dict[str, Any]]) 
 
 
 def run_app(name: str, servers: dict[str, RagmonServer], plan: dict[str, Any], tmp_path: Path,
-            timeout: float = 300) -> AppRun:
+            timeout: float = 300, options: tuple[str, ...] = ()) -> AppRun:
     """Send the plan's catalog to every server, then run ``apps/<name>.py`` in the frameworks'
-    environment with ``plan``."""
+    environment with ``plan`` (and the app's own ``options``)."""
     send_events(servers, plan["catalog"])
     before = snapshot(servers)
     plan_file = tmp_path / f"{name}-plan.json"
     plan_file.write_text(json.dumps(plan))
     exports = [arg for export, server in servers.items() for arg in ("--export", f"{export}={server.url}")]
     done = subprocess.run([str(clients_python()), str(APPS / f"{name}.py"), "--tenant", plan["tenant"],
-                           "--plan", str(plan_file), *exports],
+                           "--plan", str(plan_file), *exports, *options],
                           capture_output=True, text=True, timeout=timeout, cwd=APPS)
     assert done.returncode == 0, f"{name} failed:\n{done.stderr[-4000:]}"
     return AppRun(plan, json.loads(done.stdout.strip().splitlines()[-1]), before)

@@ -61,3 +61,38 @@ def standard_plan(tenant: str, index: str = "policies") -> dict[str, Any]:
             "When does the office open in the morning?",
         ],
     }
+
+
+
+def conversation_plan(tenant: str, index: str = "policies") -> dict[str, Any]:
+    """:func:`standard_plan`'s documents, catalog and caller, and chats of three turns each, the
+    first turn asked as it stands, the follow-ups leaning on it; every message is worded apart, so
+    that no two turns are one question to the sampler (near duplicates are sampled once a week).
+
+    - ``turns`` and ``context_turns``: ``rewrite`` is what the fake model of a condense step
+      answers (a standalone question; none for a first turn, which has no history to condense);
+    - ``expansion_turns``: ``expansions`` is what the fake model of a multi-query retriever answers
+      (three searches), chosen so that no one search finds all that the three find together."""
+    plan = standard_plan(tenant, index)
+    plan["conversation"] = f"{tenant}-chat"
+    plan["turns"] = [
+        {"message": "How many vacation days carry over into the next year?", "rewrite": None},
+        {"message": "And when does payroll run?", "rewrite": "When does payroll run each month?"},
+        {"message": "Does the handbook cover that too?",
+         "rewrite": "What does the employee handbook describe about expense rules?"},
+    ]
+    plan["context_turns"] = [
+        {"message": "When does the office open in the morning?", "rewrite": None},
+        {"message": "Whom do I tell about an incident there?", "rewrite": "How do I report security incidents?"},
+        {"message": "Is my salary band visible to others?",
+         "rewrite": "Are salary bands and payroll records confidential?"},
+    ]
+    plan["expansion_turns"] = [
+        {"message": "Vacation leftovers?",
+         "expansions": ["vacation days carry over", "payroll each month", "office opens in the morning"]},
+        {"message": "Pay day?", "expansions": ["payroll runs on the 25th", "salary bands confidential",
+                                               "security incidents desk"]},
+        {"message": "Expenses on trips?", "expansions": ["employee handbook expense rules", "remote work travel",
+                                                         "vacation days unused"]},
+    ]
+    return plan

@@ -6,11 +6,9 @@ bare Qdrant search), the trace is counted without retrieval."""
 
 from __future__ import annotations
 
-import hashlib
-import hmac
 from typing import Any
 
-from tests.clients.agreement import assert_agrees, samples_of
+from tests.clients.agreement import assert_agrees, conversation_pseudonym, samples_of
 from tests.clients.conftest import run_app
 from tests.clients.plans import standard_plan
 
@@ -49,14 +47,6 @@ def test_llamaindex_retrievers_query_engines_and_the_outermost_list(ragmon_serve
         for q in report["questions"]:
             assert samples[q["trace_id"]][1]["conversation_id"] == conversation_pseudonym(
                 server, "oll-conversation"), export
-
-
-def conversation_pseudonym(server, conversation_id: str) -> str:
-    """The stored form of a conversation id by the rule docs/sampling.md states: ``conversation:``
-    and 24 hex digits of HMAC-SHA256 over ``conversation``, a NUL and the id, keyed with the caller key."""
-    key = (server.scratch / "caller.key").read_text().strip().encode()
-    digest = hmac.new(key, b"conversation\x00" + conversation_id.encode(), hashlib.sha256).hexdigest()
-    return "conversation:" + digest[:24]
 
 
 def test_langchain_retriever_and_lcel_chains_with_the_caller_in_association_properties_or_run_metadata(
