@@ -11,8 +11,9 @@ from __future__ import annotations
 
 import ipaddress
 import re
+from functools import partial
 
-from ragmon.monitor.labeling.detectors.base import DIGIT, Check, Rule, clean_end, count_digits, whole
+from ragmon.monitor.labeling.detectors.base import DIGIT, Rule, clean_end, count_digits, whole
 
 _DATE = re.compile(r"[0-9]{4}[-/.][0-9]{1,2}[-/.][0-9]{1,2}|[0-9]{1,2}[-/.][0-9]{1,2}[-/.][0-9]{2,4}")
 
@@ -211,22 +212,22 @@ _PHONE_KEYWORD = re.compile(  # phone, tel(ephone), mobile, cell, call, fax, wha
     r"(?:\s+(?:at|on))?[\s:#.]*(\+?\(?[0-9][0-9 ().\-]{5,22}[0-9])")
 
 
-def _phone(low: int, high: int, group: int = 0) -> Check:
-    def check(text: str, m: re.Match[str]) -> tuple[int, int] | None:
-        start, end = m.span(group)
-        candidate = text[start:end]
-        while (digits := count_digits(candidate) - ("(0)" in candidate) - 2 * candidate.startswith("00")) > high:
-            candidate = candidate[: max(candidate.rfind(" "), 0)]  # too long: drop trailing space-separated groups
-        if not low <= digits <= high or _DATE.fullmatch(candidate.lstrip("+")):
-            return None
-        if candidate.startswith("00") and candidate.isdigit():
-            return None  # 00 and digits alone: more likely an id with leading zeros
-        end = start + len(candidate)
-        if (extension := _EXTENSION.match(text, end)) is not None:
-            end = extension.end()
-        return (start, end) if clean_end(text, end, ".-/") else None
-
-    return check
+def _phone(text: str, m: re.Match[str], low: int, high: int, group: int = 0) -> tuple[int, int] | None:
+    """A phone number of ``low`` to ``high`` digits (a ``(0)`` and a leading 00 not counted) in
+    group ``group`` of the match. The rules bind the bounds with a partial, not a closure: the
+    check stays a module-level function whose body runs on every call, not once at import."""
+    start, end = m.span(group)
+    candidate = text[start:end]
+    while (digits := count_digits(candidate) - ("(0)" in candidate) - 2 * candidate.startswith("00")) > high:
+        candidate = candidate[: max(candidate.rfind(" "), 0)]  # too long: drop trailing space-separated groups
+    if not low <= digits <= high or _DATE.fullmatch(candidate.lstrip("+")):
+        return None
+    if candidate.startswith("00") and candidate.isdigit():
+        return None  # 00 and digits alone: more likely an id with leading zeros
+    end = start + len(candidate)
+    if (extension := _EXTENSION.match(text, end)) is not None:
+        end = extension.end()
+    return (start, end) if clean_end(text, end, ".-/") else None
 
 
 # -- in order ------------------------------------------------------------------------------------
@@ -242,9 +243,9 @@ RULES = [
     Rule("national_id", "[NATIONAL_ID]", _DNI, _dni, None),
     Rule("ip", "[IP]", _IPV6, _ipv6, ":"),
     Rule("ip", "[IP]", _IPV4, _ipv4, "."),
-    Rule("phone", "[PHONE]", _PHONE_INTL, _phone(8, 15), None),
-    Rule("phone", "[PHONE]", _PHONE_NANP, _phone(10, 11), None),
-    Rule("phone", "[PHONE]", _PHONE_TRUNK, _phone(9, 12), None),
-    Rule("phone", "[PHONE]", _PHONE_KEYWORD, _phone(7, 15, 1), None),
-    Rule("phone", "[PHONE]", _PHONE_BARE, _phone(9, 11), None),
+    Rule("phone", "[PHONE]", _PHONE_INTL, partial(_phone, low=8, high=15), None),
+    Rule("phone", "[PHONE]", _PHONE_NANP, partial(_phone, low=10, high=11), None),
+    Rule("phone", "[PHONE]", _PHONE_TRUNK, partial(_phone, low=9, high=12), None),
+    Rule("phone", "[PHONE]", _PHONE_KEYWORD, partial(_phone, low=7, high=15, group=1), None),
+    Rule("phone", "[PHONE]", _PHONE_BARE, partial(_phone, low=9, high=11), None),
 ]
