@@ -63,7 +63,10 @@ def eval_command(ctx: click.Context, cases_file: Path, run_file: Path | None, ru
         raise click.UsageError(str(error)) from None
     report = evaluate(cases, runs, ks)
     previous = json.loads(baseline.read_text()) if baseline is not None else None
-    failures = gate(report, thresholds, previous, max_drop)
+    try:
+        failures = gate(report, thresholds, previous, max_drop)
+    except ValueError as error:
+        raise click.UsageError(f"--baseline {baseline}: {error}") from None
     report["failures"] = failures
     if output == "json":
         click.echo(json.dumps(report, indent=2))

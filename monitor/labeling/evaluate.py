@@ -204,7 +204,8 @@ def overall(report: dict, name: str) -> float | None:
 
 def gate(report: dict, fail_under: Sequence[tuple[str, float]], baseline: dict | None,
          max_drop: float | None) -> list[str]:
-    """Reasons to fail CI: a metric under its floor, or dropped from the baseline by more than ``max_drop``."""
+    """Reasons to fail CI: a metric under its floor, or dropped from the baseline by more than ``max_drop``.
+    A baseline that is not a report of ``ragmon eval`` is a ValueError."""
     failures = []
     for name, floor in fail_under:
         value = overall(report, name)
@@ -213,7 +214,10 @@ def gate(report: dict, fail_under: Sequence[tuple[str, float]], baseline: dict |
         elif value < floor:
             failures.append(f"{name} = {value:.4f} is under {floor:.4f}")
     if baseline is not None and max_drop is not None:
-        for name, before in baseline.get("groups", {}).get("all", {}).get("metrics", {}).items():
+        groups = baseline.get("groups") if isinstance(baseline, dict) else None
+        if not isinstance(groups, dict):  # another file given by mistake would compare nothing, and pass
+            raise ValueError("the baseline is not a report of `ragmon eval -o json` (it has no groups)")
+        for name, before in groups.get("all", {}).get("metrics", {}).items():
             now = overall(report, name)
             if before is not None and now is not None and before - now > max_drop:
                 failures.append(f"{name} dropped {before - now:.4f} from {before:.4f} (allowed {max_drop:.4f})")

@@ -196,6 +196,14 @@ def test_a_baseline_of_an_empty_case_file_compares_nothing():
     assert gate(report, [], empty, max_drop=0.0) == []
 
 
+@pytest.mark.parametrize("foreign", [{}, {"groups": None}, {"metrics": {"ndcg@1": 0.9}}, [{"groups": {}}], "report"])
+def test_a_baseline_that_is_not_a_report_is_refused_not_compared_to_nothing(foreign):
+    report = evaluate(*cases_and_runs(), ks=[1, 2])
+    with pytest.raises(ValueError, match=r"the baseline is not a report of `ragmon eval -o json`"):
+        gate(report, [], foreign, max_drop=0.05)
+    assert gate(report, [], foreign, max_drop=None) == []  # no drop asked for: the baseline is not read
+
+
 def test_a_threshold_without_a_value_names_the_form_expected():
     with pytest.raises(ValueError, match="expected METRIC@K=VALUE with METRIC one of recall, precision, hit, mrr, "
                                          "ndcg, claim_evidence"):
@@ -248,6 +256,9 @@ def test_the_eval_command_prints_gates_and_compares(tmp_path):
     (tmp_path / "run.jsonl").write_bytes(b"\n".join(msgspec_encode(r) for r in worse))
     dropped = CliRunner().invoke(main, [*args, "--baseline", str(tmp_path / "baseline.json"), "--max-drop", "0.01"])
     assert dropped.exit_code == 1 and "dropped" in dropped.output
+    (tmp_path / "cases.json").write_text(json.dumps({"cases": 3}))  # the wrong file given as the baseline
+    foreign = CliRunner().invoke(main, [*args, "--baseline", str(tmp_path / "cases.json"), "--max-drop", "0.01"])
+    assert foreign.exit_code == 2 and "cases.json" in foreign.output and "not a report" in foreign.output
     bad = CliRunner().invoke(main, [*args, "--fail-under", "recal@1=0.9"])
     assert bad.exit_code == 2 and "METRIC@K=VALUE" in bad.output
 
