@@ -270,6 +270,15 @@ def test_a_passage_judged_by_any_copy_is_judged_at_every_stage_it_is_in():
     assert (coverage.served, coverage.served_unjudged) == (2, 1)
 
 
+def test_when_every_passage_is_judged_each_stage_counts_its_distinct_ids():
+    trace = make_trace([("vector", [p("a", ["*"]), p("b", ["group:hr"])]), ("bm25", [p("a", ["*"])])],
+                       context=[p("a", ["*"])])
+    found = permission_violations(trace, Catalog())
+    assert found.coverage.judged == {"candidates": 2, "context": 1}
+    assert (found.coverage.unjudged, found.coverage.served, found.coverage.served_unjudged) == ({}, 2, 0)
+    assert found.flagged == {"b"}  # what a trace judged again after a catalog change is compared with
+
+
 def test_without_a_catalog_nor_passage_acls_nothing_is_judged():
     trace = make_trace([("vector", [p("a", doc_id="d1"), p("b", doc_id="d2")])])
     coverage = permission_violations(trace, Catalog()).coverage
