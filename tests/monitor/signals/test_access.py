@@ -284,3 +284,10 @@ def test_without_a_catalog_nor_passage_acls_nothing_is_judged():
     coverage = permission_violations(trace, Catalog()).coverage
     assert coverage.judged == {}
     assert coverage.unjudged == {("candidates", "unknown_document"): 2, ("context", "unknown_document"): 2}
+    assert coverage.reasons == {"unknown_document": 2}
+
+
+def test_a_trace_with_a_context_and_no_retrieval_list_counts_the_context_stage():
+    coverage = permission_violations(make_trace([], context=[p("a", ["*"]), p("b"), p("c")]), Catalog()).coverage
+    assert coverage.judged == {"context": 1}
+    assert coverage.unjudged == {("context", "unknown_document"): 2}
