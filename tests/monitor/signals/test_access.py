@@ -287,6 +287,13 @@ def test_without_a_catalog_nor_passage_acls_nothing_is_judged():
     assert coverage.reasons == {"unknown_document": 2}
 
 
+def test_at_most_max_ids_passages_not_judged_are_named_as_examples():
+    passages = [p(f"x{i}", doc_id=f"d{i}") for i in range(MAX_IDS + 1)]
+    coverage = permission_violations(make_trace([("vector", passages)]), Catalog()).coverage
+    assert coverage.served_unjudged == MAX_IDS + 1
+    assert coverage.examples == [(f"x{i}", f"d{i}", "unknown_document") for i in range(MAX_IDS)]
+
+
 def test_a_trace_with_a_context_and_no_retrieval_list_counts_the_context_stage():
     coverage = permission_violations(make_trace([], context=[p("a", ["*"]), p("b"), p("c")]), Catalog()).coverage
     assert coverage.judged == {"context": 1}
