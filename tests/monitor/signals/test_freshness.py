@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from ragmon.monitor.core.catalog import Catalog
 from ragmon.monitor.core.model import DocumentEvent, IndexEvent, IndexRef, Passage, Retrieval, TraceEvent
-from ragmon.monitor.core.signals.freshness import is_stale, stale_passages
+from ragmon.monitor.core.signals.freshness import Freshness, is_stale, stale_as_of, stale_passages
 from ragmon.monitor.core.signals.results import MAX_IDS, StaleFindings
 
 NOW = 1_796_000_000.0
@@ -154,3 +154,36 @@ def test_every_passage_is_judged_for_freshness_or_counted_not_judged_with_its_re
     assert coverage.unjudged == {("candidates", "no_version"): 1, ("candidates", "unknown_document"): 2,
                                  ("context", "no_version"): 1, ("context", "unknown_document"): 2}
     assert [pid for pid, _, _ in coverage.examples] == ["no-version", "half-timed", "bare"]
+
+
+# --- judged again after the catalog changed: stale as of the trace's time ---------------------------
+
+
+def test_a_version_is_stale_as_of_a_time_only_by_the_versions_made_by_then():
+    catalog = catalog_with_versions("leave", ("1", NOW - 10 * DAY), ("2", NOW - 5 * DAY), ("3", NOW + DAY))
+    assert stale_as_of(catalog, "leave", "1", "policies", NOW) == (Freshness.OUTDATED, "1", "2")
+    assert stale_as_of(catalog, "leave", "2", "policies", NOW) is None  # current then; 3 came after
+    assert stale_as_of(catalog, "leave", "1", "policies", NOW - 5 * DAY) == (Freshness.OUTDATED, "1", "2")
+    assert stale_as_of(catalog, "leave", "1", "policies", NOW - 6 * DAY) is None
+    assert stale_as_of(catalog, "leave", "3", "policies", NOW) is None  # not made yet at that time
+    assert stale_as_of(catalog, "leave", "3", "policies", NOW + DAY) is None
+    assert stale_as_of(catalog, "leave", "never-announced", "policies", NOW) is None
+    assert stale_as_of(catalog, "other-doc", "1", "policies", NOW) is None
+
+
+def test_a_deleted_document_was_stale_from_its_deletion_on():
+    catalog = catalog_with_versions("leave", ("1", NOW - 10 * DAY))
+    catalog.apply_document(DocumentEvent(doc_id="leave", version="1", modified_at=NOW - DAY, deleted=True))
+    assert stale_as_of(catalog, "leave", "1", "policies", NOW - DAY) == (Freshness.DELETED, "1", None)
+    assert stale_as_of(catalog, "leave", "1", "policies", NOW - 2 * DAY) is None  # current before it
+
+
+def test_a_passage_naming_no_version_is_judged_by_what_its_index_held_by_then():
+    catalog = catalog_with_versions("leave", ("1", NOW - 10 * DAY), ("2", NOW - 5 * DAY))
+    catalog.apply_index(IndexEvent(index="policies", doc_id="leave", version="1", indexed_at=NOW - 9 * DAY))
+    assert stale_as_of(catalog, "leave", None, "policies", NOW) == (Freshness.OUTDATED, "1", "2")
+    assert stale_as_of(catalog, "leave", None, "policies", NOW - 9 * DAY) is None  # indexed then, and current
+    assert stale_as_of(catalog, "leave", None, "policies", NOW - 9.5 * DAY) is None  # not indexed yet
+    assert stale_as_of(catalog, "leave", None, "elsewhere", NOW) is None  # that index reported nothing
+    catalog.apply_index(IndexEvent(index="archive", doc_id="leave", version="1", indexed_at=NOW - 5 * DAY))
+    assert stale_as_of(catalog, "leave", None, "archive", NOW - 5 * DAY) == (Freshness.OUTDATED, "1", "2")
