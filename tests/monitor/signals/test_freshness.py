@@ -187,3 +187,11 @@ def test_a_passage_naming_no_version_is_judged_by_what_its_index_held_by_then():
     assert stale_as_of(catalog, "leave", None, "elsewhere", NOW) is None  # that index reported nothing
     catalog.apply_index(IndexEvent(index="archive", doc_id="leave", version="1", indexed_at=NOW - 5 * DAY))
     assert stale_as_of(catalog, "leave", None, "archive", NOW - 5 * DAY) == (Freshness.OUTDATED, "1", "2")
+
+
+def test_a_version_the_trace_index_holds_ahead_of_the_change_feed_is_not_stale():
+    catalog = catalog_with_versions(*CATALOG)
+    catalog.apply_index(IndexEvent(index="policies", doc_id="leave", version="2026-5", indexed_at=NOW - DAY))
+    ahead = Passage("leave#4", doc_id="leave", doc_version="2026-5")  # indexed after the newest change known
+    assert stale_passages(make_trace([("vector", [ahead])]), catalog).candidates == 0
+    assert is_stale(ahead, catalog) is True  # no index to vouch for it: a version not announced is older
