@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from ragmon.monitor.core.catalog import Catalog
 from ragmon.monitor.core.model import DocumentEvent, IndexEvent, IndexRef, Passage, Retrieval, TraceEvent
-from ragmon.monitor.core.signals.freshness import Freshness, is_stale, stale_as_of, stale_passages
+from ragmon.monitor.core.signals.freshness import Freshness, is_stale, stale_as_of, stale_passages, staleness
 from ragmon.monitor.core.signals.results import MAX_IDS, StaleFindings
 
 NOW = 1_796_000_000.0
@@ -195,3 +195,14 @@ def test_a_version_the_trace_index_holds_ahead_of_the_change_feed_is_not_stale()
     ahead = Passage("leave#4", doc_id="leave", doc_version="2026-5")  # indexed after the newest change known
     assert stale_passages(make_trace([("vector", [ahead])]), catalog).candidates == 0
     assert is_stale(ahead, catalog) is True  # no index to vouch for it: a version not announced is older
+
+
+def test_what_decided_a_served_version_is_named_outdated_deleted_or_current():
+    catalog = catalog_with_versions(*CATALOG)
+    old = Passage("a", doc_id="leave", doc_version="2026-3")
+    current = Passage("b", doc_id="leave", doc_version="2026-4")
+    assert staleness(old, catalog) == (Freshness.OUTDATED, "2026-3")
+    assert staleness(current, catalog) == (Freshness.CURRENT, "2026-4")
+    catalog.apply_document(DocumentEvent(doc_id="leave", version="2026-4", modified_at=NOW - DAY, deleted=True))
+    assert staleness(old, catalog) == (Freshness.DELETED, "2026-3")
+    assert staleness(current, catalog) == (Freshness.DELETED, "2026-4")
