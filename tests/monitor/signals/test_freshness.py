@@ -206,3 +206,10 @@ def test_what_decided_a_served_version_is_named_outdated_deleted_or_current():
     catalog.apply_document(DocumentEvent(doc_id="leave", version="2026-4", modified_at=NOW - DAY, deleted=True))
     assert staleness(old, catalog) == (Freshness.DELETED, "2026-3")
     assert staleness(current, catalog) == (Freshness.DELETED, "2026-4")
+
+
+def test_a_source_changed_in_the_second_it_was_indexed_is_not_stale_without_the_catalog():
+    tie = Passage("p", doc_id="elsewhere", indexed_at=NOW - DAY, source_modified_at=NOW - DAY)
+    found = stale_passages(make_trace([("vector", [tie])]), Catalog())
+    assert (found.candidates, found.coverage.judged) == (0, {"candidates": 1, "context": 1})
+    assert is_stale(tie, Catalog()) is False
