@@ -149,11 +149,13 @@ def test_every_passage_is_judged_for_freshness_or_counted_not_judged_with_its_re
     ]
     found = stale_passages(make_trace([("vector", passages)]), catalog)
     assert (found.candidates, found.context) == (2, 2)
+    assert found.flagged == {"named", "deleted"}  # what a trace judged again after a catalog change is compared with
     coverage = found.coverage
     assert coverage.judged == {"candidates": 4, "context": 4}
     assert coverage.unjudged == {("candidates", "no_version"): 1, ("candidates", "unknown_document"): 2,
                                  ("context", "no_version"): 1, ("context", "unknown_document"): 2}
-    assert [pid for pid, _, _ in coverage.examples] == ["no-version", "half-timed", "bare"]
+    assert coverage.examples == [("no-version", "memo", "no_version"), ("half-timed", "elsewhere", "unknown_document"),
+                                 ("bare", None, "unknown_document")]
 
 
 # --- judged again after the catalog changed: stale as of the trace's time ---------------------------
