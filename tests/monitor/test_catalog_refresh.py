@@ -96,6 +96,8 @@ def test_merging_stored_states_takes_those_further_along_only():
     full = Catalog(max_documents=1)
     full.merge([held], [])
     assert full.merge([DocumentState("e", "acme", "1", 1.0, None, False, {"1": 1.0})], []) == set()
+    # a new document refused for want of room does not keep a later one already held from its change
+    assert full.merge([DocumentState("e", "acme", "1", 1.0, None, False, {"1": 1.0}), revoked], []) == {"d"}
 
 
 @pytest.mark.parametrize("repeat", [1, 2])
