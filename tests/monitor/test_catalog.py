@@ -270,6 +270,17 @@ def test_a_document_recreated_after_its_removal_is_stale_until_indexed_again():
     assert catalog.health(1000.0)["policies"] == IndexHealth(1, 800.0, 0)
 
 
+def test_a_change_stamped_in_the_second_of_a_removal_is_taken_as_before_it():
+    # as for indexing, the tie goes to the index: sources and indexers often stamp whole seconds
+    catalog = Catalog()
+    catalog.apply_document(doc(version="3", modified_at=50.0))
+    catalog.apply_index(indexed(version="3", indexed_at=60.0))
+    catalog.apply_document(doc(version="3", modified_at=100.0, deleted=True))
+    catalog.apply_index(indexed(version="3", indexed_at=110.0, chunks=0))
+    catalog.apply_document(doc(version="4", modified_at=110.0))
+    assert catalog.health(1000.0)["policies"] == IndexHealth(0, 0.0, 0)
+
+
 def test_a_reindex_after_a_change_makes_the_index_current_again():
     catalog = Catalog()
     catalog.apply_document(doc(version="3", modified_at=100.0))
