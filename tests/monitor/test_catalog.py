@@ -424,3 +424,16 @@ def test_the_health_kept_up_to_date_equals_the_health_from_the_whole_catalog(seq
     reloaded = Catalog()  # as the store loads it at start-up
     reloaded.load(list(catalog.documents.values()), list(catalog.indexed.values()))
     assert reloaded.health(now) == expected
+
+
+def test_a_full_catalog_refuses_a_new_index_entry_by_name_and_still_takes_the_entries_it_holds():
+    import pytest
+
+    from ragmon.monitor.core.errors import InvalidInput
+
+    catalog = Catalog(max_index_entries=1)
+    catalog.apply_index(indexed(doc_id="leave", version="4", indexed_at=100.0))
+    with pytest.raises(InvalidInput, match=r"catalog\.max_index_entries"):
+        catalog.apply_index(indexed(doc_id="travel", version="1", indexed_at=110.0))
+    catalog.apply_index(indexed(doc_id="leave", version="5", indexed_at=120.0))
+    assert catalog.indexed_version("policies", "leave") == "5"
