@@ -19,7 +19,7 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
-from bench import alert_latency, decode, http_metrics, kafka, memory, otlp, ratios, replay, scale_out, targets
+from bench import alert_latency, decode, http_metrics, kafka, memory, otlp, ratios, replay, scale_out, sizing, targets
 
 
 def http_request_metrics() -> dict[str, float]:
@@ -36,6 +36,7 @@ BENCHMARKS: dict[str, Callable[[], dict[str, float]]] = {
     "scale_out": scale_out.run,
     "alert_latency": alert_latency.run,
     "memory": memory.in_own_process,
+    "sizing": sizing.run,  # figures for docs/sizing.md: printed, no target, no ratio
 }
 
 #: the benchmarks whose figures are rated against the decode ceiling (bench/ratios.py)
