@@ -29,7 +29,7 @@ from typing import Any
 
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import TracerProvider
-from otel_export import EXPORTERS, PROCESSORS, Roots, arguments, load_plan, one_trace, report
+from otel_export import EXPORTERS, PROCESSORS, Roots, arguments, document_metadata, load_plan, one_trace, report
 
 args = arguments()
 plan = load_plan(args)
@@ -181,11 +181,7 @@ def nodes_of(found: list[NodeWithScore]) -> list[dict[str, Any]]:
 
 llama_corpus = []
 for d in plan["documents"]:
-    metadata = {"doc_id": d["doc_id"]}
-    if d["version"] is not None:
-        metadata["doc_version"] = d["version"]
-    if d["acl"] is not None:
-        metadata["acl"] = d["acl"]
+    metadata = document_metadata(d)
     llama_corpus.append(LlamaDocument(text=d["text"], doc_id=d["doc_id"], metadata=metadata))
 with langfuse.start_as_current_observation(name="ingest"):  # an ingestion run: a trace with no retrieval
     nodes = SentenceSplitter().get_nodes_from_documents(llama_corpus)

@@ -19,7 +19,7 @@ from typing import Any
 
 from openinference.instrumentation import using_attributes
 from openinference.instrumentation.llama_index import LlamaIndexInstrumentor
-from otel_export import arguments, load_plan, one_trace, provider, report
+from otel_export import arguments, document_metadata, load_plan, one_trace, provider, report
 
 args = arguments()
 plan = load_plan(args)
@@ -76,11 +76,7 @@ def documents_of(nodes: list[NodeWithScore]) -> list[dict[str, Any]]:
 
 corpus = []
 for d in plan["documents"]:
-    metadata = {"doc_id": d["doc_id"]}
-    if d["version"] is not None:
-        metadata["doc_version"] = d["version"]
-    if d["acl"] is not None:
-        metadata["acl"] = d["acl"]
+    metadata = document_metadata(d)
     corpus.append(Document(text=d["text"], doc_id=d["doc_id"], metadata=metadata))
 nodes = SentenceSplitter().get_nodes_from_documents(corpus)  # an ingestion run: a trace with no retrieval
 retriever = BM25Retriever.from_defaults(nodes=nodes, similarity_top_k=2)

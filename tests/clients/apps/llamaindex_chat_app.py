@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from otel_export import arguments, load_plan, one_trace, provider, report, traceloop_provider
+from otel_export import arguments, document_metadata, load_plan, one_trace, provider, report, traceloop_provider
 
 args = arguments(lambda parser: parser.add_argument("--instrumentation", choices=("openinference", "openllmetry"),
                                                     required=True))
@@ -80,11 +80,7 @@ class ScriptedLLM(CustomLLM):
 
 corpus = []
 for d in plan["documents"]:
-    metadata = {"doc_id": d["doc_id"]}
-    if d["version"] is not None:
-        metadata["doc_version"] = d["version"]
-    if d["acl"] is not None:
-        metadata["acl"] = d["acl"]
+    metadata = document_metadata(d)
     corpus.append(Document(text=d["text"], doc_id=d["doc_id"], metadata=metadata))
 before = len(roots.trace_ids)
 nodes = SentenceSplitter().get_nodes_from_documents(corpus)  # an ingestion run: a trace without retrieval, if traced

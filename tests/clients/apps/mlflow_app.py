@@ -35,7 +35,7 @@ from typing import Any
 from opentelemetry import trace
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import TracerProvider
-from otel_export import EXPORTERS, PROCESSORS, Roots, arguments, load_plan, one_trace, report
+from otel_export import EXPORTERS, PROCESSORS, Roots, arguments, document_metadata, load_plan, one_trace, report
 
 args = arguments()
 plan = load_plan(args)
@@ -123,11 +123,7 @@ def nodes_of(found: list[NodeWithScore]) -> list[dict[str, Any]]:
 
 corpus = []
 for d in plan["documents"]:
-    metadata = {"doc_id": d["doc_id"]}
-    if d["version"] is not None:
-        metadata["doc_version"] = d["version"]
-    if d["acl"] is not None:
-        metadata["acl"] = d["acl"]
+    metadata = document_metadata(d)
     corpus.append(LlamaDocument(text=d["text"], doc_id=d["doc_id"], metadata=metadata))
 nodes = SentenceSplitter().get_nodes_from_documents(corpus)  # an ingestion run: a trace with no retrieval
 llama_retriever = LlamaBM25.from_defaults(nodes=nodes, similarity_top_k=2)

@@ -28,7 +28,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from otel_export import arguments, load_plan, one_trace, report, traceloop_provider
+from otel_export import arguments, document_metadata, load_plan, one_trace, report, traceloop_provider
 
 args = arguments()
 plan = load_plan(args)
@@ -118,11 +118,7 @@ def documents_of(nodes: list[NodeWithScore]) -> list[dict[str, Any]]:
 before = len(roots.trace_ids)
 corpus = []
 for d in plan["documents"]:
-    metadata = {"doc_id": d["doc_id"]}
-    if d["version"] is not None:
-        metadata["doc_version"] = d["version"]
-    if d["acl"] is not None:
-        metadata["acl"] = d["acl"]
+    metadata = document_metadata(d)
     corpus.append(Document(text=d["text"], doc_id=d["doc_id"], metadata=metadata))
 nodes = SentenceSplitter().get_nodes_from_documents(corpus)  # ingestion: traces without retrieval
 index = VectorStoreIndex(nodes, embed_model=WordCountEmbedding())

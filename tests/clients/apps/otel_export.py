@@ -45,6 +45,17 @@ def load_plan(args: argparse.Namespace) -> dict[str, Any]:
         return json.load(file)
 
 
+def document_metadata(d: dict[str, Any]) -> dict[str, Any]:
+    """The metadata an app indexes a plan document with: its id, and its version and ACL when the
+    plan gives them (a document without them tests what ragmon does without them)."""
+    metadata = {"doc_id": d["doc_id"]}
+    if d["version"] is not None:
+        metadata["doc_version"] = d["version"]
+    if d["acl"] is not None:
+        metadata["acl"] = d["acl"]
+    return metadata
+
+
 class Roots(SpanProcessor):
     """The trace id of every root span, in the order they started."""
 
