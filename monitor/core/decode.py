@@ -288,6 +288,7 @@ class _Checker:
             self._id(event.version, "$.version")
             self._id(event.embedding_model, "$.embedding_model", required=False)
             event.indexed_at = self._catalog_time(event.indexed_at, "$.indexed_at")
+            event.acl = self._acl(event.acl, "$.acl")
         return event
 
     def _trace(self, trace: TraceEvent) -> None:

@@ -152,7 +152,11 @@ class DocumentEvent(msgspec.Struct, tag="document", tag_field="type", omit_defau
 
 
 class IndexEvent(msgspec.Struct, tag="index", tag_field="type", omit_defaults=True, gc=False):
-    """The indexing pipeline reports that a document version was embedded into an index."""
+    """The indexing pipeline reports that a document version was embedded into an index.
+
+    ``acl``: who the index lets read the document's chunks, as written into their metadata when
+    they were embedded (None: unknown); compared with the document's own ACL it shows a
+    revocation still waiting in the index."""
 
     index: str
     doc_id: str
@@ -160,6 +164,7 @@ class IndexEvent(msgspec.Struct, tag="index", tag_field="type", omit_defaults=Tr
     indexed_at: Timestamp
     embedding_model: str | None = None
     chunks: int | None = None
+    acl: Acl | None = None
 
 
 Event = TraceEvent | FeedbackEvent | DocumentEvent | IndexEvent

@@ -101,7 +101,10 @@ def test_other_event_kinds_decode():
     assert untimed.time == NOW  # received now
     assert isinstance(doc, DocumentEvent) and doc.tenant == "default"
     assert doc.modified_at == at("2026-11-25T07:00:00+00:00")
-    assert isinstance(idx, IndexEvent) and idx.indexed_at == 1795000000.0
+    assert isinstance(idx, IndexEvent) and idx.indexed_at == 1795000000.0 and idx.acl is None
+    with_acl = d.decode(b'{"type":"index","index":"p","doc_id":"d","version":"3","indexed_at":1795000000,'
+                        b'"acl":"group:hr, user:ann"}')
+    assert with_acl.acl == ["group:hr", "user:ann"]  # read by the one ACL rule, as a document's is
 
 
 @pytest.mark.parametrize(
