@@ -17,6 +17,7 @@ from typing import Any
 from openinference.instrumentation import suppress_tracing, using_attributes
 from openinference.instrumentation.langchain import LangChainInstrumentor
 from otel_export import arguments, load_plan, one_trace, provider, report
+from reported import langchain_documents as documents_of
 
 args = arguments()
 plan = load_plan(args)
@@ -59,10 +60,6 @@ def chain_of(source):
     model = FakeListChatModel(responses=["Here is what the documents say."])
     context = source | RunnableLambda(keep) | (lambda docs: "\n".join(d.page_content for d in docs))
     return {"context": context, "question": RunnablePassthrough()} | prompt | model | StrOutputParser()
-
-
-def documents_of(documents: list[Document]) -> list[dict[str, Any]]:
-    return [{"id": d.id, "content": d.page_content, "metadata": dict(d.metadata), "score": None} for d in documents]
 
 
 caller = plan["caller"]

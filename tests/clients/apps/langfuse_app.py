@@ -30,6 +30,8 @@ from typing import Any
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import TracerProvider
 from otel_export import EXPORTERS, PROCESSORS, Roots, arguments, document_metadata, load_plan, one_trace, report
+from reported import langchain_documents as documents_of
+from reported import llama_nodes as nodes_of
 
 args = arguments()
 plan = load_plan(args)
@@ -67,10 +69,9 @@ from langchain_core.runnables import RunnableLambda, RunnablePassthrough  # noqa
 from llama_index.core import Document as LlamaDocument  # noqa: E402
 from llama_index.core.llms import MockLLM  # noqa: E402
 from llama_index.core.node_parser import SentenceSplitter  # noqa: E402
-from llama_index.core.postprocessor.types import BaseNodePostprocessor  # noqa: E402
 from llama_index.core.query_engine import RetrieverQueryEngine  # noqa: E402
-from llama_index.core.schema import NodeWithScore  # noqa: E402
 from llama_index.retrievers.bm25 import BM25Retriever as LlamaBM25  # noqa: E402
+from llama_parts import Recorder  # noqa: E402
 
 caller = plan["caller"]
 conversation = f"{args.tenant}-conversation"
@@ -112,10 +113,6 @@ chain = ({"context": retriever | RunnableLambda(keep) | (lambda docs: "\n".join(
           "question": RunnablePassthrough()} | prompt | model | StrOutputParser())
 run_config = {"callbacks": [CallbackHandler()],
               "metadata": {"langfuse_user_id": caller["id"], "langfuse_session_id": conversation, **app_metadata}}
-
-
-def documents_of(documents: list[LangChainDocument]) -> list[dict[str, Any]]:
-    return [{"id": d.id, "content": d.page_content, "metadata": dict(d.metadata), "score": None} for d in documents]
 
 
 for question in plan["questions"][:2]:
@@ -162,21 +159,6 @@ asked(question, trace_id, [answer_question.found], answer_question.found, answer
 
 
 # --- 3. LlamaIndex through OpenInference, under Langfuse -----------------------------------------
-
-
-class Recorder(BaseNodePostprocessor):
-    """Passes nodes through, keeping what it saw (the retriever's list, for the report)."""
-
-    seen: list[list[NodeWithScore]] = []
-
-    def _postprocess_nodes(self, nodes, query_bundle=None):
-        self.seen.append(list(nodes))
-        return nodes
-
-
-def nodes_of(found: list[NodeWithScore]) -> list[dict[str, Any]]:
-    return [{"id": n.node.node_id, "content": n.node.get_content(), "metadata": dict(n.node.metadata),
-             "score": n.score} for n in found]
 
 
 llama_corpus = []

@@ -15,11 +15,10 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from openinference.instrumentation import using_attributes
 from openinference.instrumentation.llama_index import LlamaIndexInstrumentor
 from otel_export import arguments, document_metadata, load_plan, one_trace, provider, report
+from reported import llama_nodes as documents_of
 
 args = arguments()
 plan = load_plan(args)
@@ -27,52 +26,13 @@ tracer_provider, roots = provider(args.export, {"ragmon.tenant": args.tenant})
 LlamaIndexInstrumentor().instrument(tracer_provider=tracer_provider)
 
 from llama_index.core import Document  # noqa: E402  (instrumented first, as the instrumentation asks)
-from llama_index.core.instrumentation import get_dispatcher  # noqa: E402
-from llama_index.core.instrumentation.events.rerank import ReRankEndEvent, ReRankStartEvent  # noqa: E402
 from llama_index.core.llms import MockLLM  # noqa: E402
 from llama_index.core.node_parser import SentenceSplitter  # noqa: E402
 from llama_index.core.postprocessor import SimilarityPostprocessor  # noqa: E402
-from llama_index.core.postprocessor.types import BaseNodePostprocessor  # noqa: E402
 from llama_index.core.query_engine import RetrieverQueryEngine  # noqa: E402
 from llama_index.core.schema import NodeWithScore, QueryBundle  # noqa: E402
 from llama_index.retrievers.bm25 import BM25Retriever  # noqa: E402
-
-dispatcher = get_dispatcher(__name__)
-
-
-class KeywordOverlapRerank(BaseNodePostprocessor):
-    """Reorders nodes by the share of query words they contain and keeps the best ``top_n``."""
-
-    top_n: int = 2
-    seen: list[list[NodeWithScore]] = []
-
-    def _postprocess_nodes(self, nodes: list[NodeWithScore], query_bundle: QueryBundle | None = None
-                           ) -> list[NodeWithScore]:
-        dispatcher.event(ReRankStartEvent(query=query_bundle, nodes=nodes, top_n=self.top_n,
-                                          model_name="keyword-overlap"))
-        words = set(query_bundle.query_str.lower().split()) if query_bundle else set()
-        scored = [NodeWithScore(node=n.node, score=len(words & set(n.node.get_content().lower().split())) / 10)
-                  for n in nodes]
-        kept = sorted(scored, key=lambda n: n.score, reverse=True)[: self.top_n]
-        self.seen.append(list(nodes))
-        dispatcher.event(ReRankEndEvent(nodes=kept))
-        return kept
-
-
-class Recorder(BaseNodePostprocessor):
-    """Passes nodes through, keeping what it saw (the retriever's list, for the report)."""
-
-    seen: list[list[NodeWithScore]] = []
-
-    def _postprocess_nodes(self, nodes, query_bundle=None):
-        self.seen.append(list(nodes))
-        return nodes
-
-
-def documents_of(nodes: list[NodeWithScore]) -> list[dict[str, Any]]:
-    return [{"id": n.node.node_id, "content": n.node.get_content(), "metadata": dict(n.node.metadata),
-             "score": n.score} for n in nodes]
-
+from llama_parts import KeywordOverlapRerank, Recorder  # noqa: E402
 
 corpus = []
 for d in plan["documents"]:

@@ -24,6 +24,7 @@ import os
 from typing import Any
 
 from otel_export import EXPORTERS, PROCESSORS, Roots, arguments, document_metadata, load_plan, one_trace, report
+from reported import llama_nodes as nodes_of
 
 args = arguments()
 plan = load_plan(args)
@@ -48,10 +49,10 @@ LlamaIndexInstrumentor().instrument(tracer_provider=tracer_provider)
 from llama_index.core import Document  # noqa: E402
 from llama_index.core.llms import MockLLM  # noqa: E402
 from llama_index.core.node_parser import SentenceSplitter  # noqa: E402
-from llama_index.core.postprocessor.types import BaseNodePostprocessor  # noqa: E402
 from llama_index.core.query_engine import RetrieverQueryEngine  # noqa: E402
 from llama_index.core.schema import NodeWithScore  # noqa: E402
 from llama_index.retrievers.bm25 import BM25Retriever  # noqa: E402
+from llama_parts import Recorder  # noqa: E402
 
 caller = plan["caller"]
 conversation = f"{args.tenant}-conversation"
@@ -64,21 +65,6 @@ def asked(question: str, trace_id: str, lists: list[list[dict[str, Any]]], conte
           answer: str | None, conversation_kept: bool) -> None:
     questions.append({"trace_id": trace_id, "question": question, "caller": caller, "lists": lists,
                       "context": context, "answer": answer, "conversation_kept": conversation_kept})
-
-
-class Recorder(BaseNodePostprocessor):
-    """Passes nodes through, keeping what it saw (the retriever's list, for the report)."""
-
-    seen: list[list[NodeWithScore]] = []
-
-    def _postprocess_nodes(self, nodes, query_bundle=None):
-        self.seen.append(list(nodes))
-        return nodes
-
-
-def nodes_of(found: list[NodeWithScore]) -> list[dict[str, Any]]:
-    return [{"id": n.node.node_id, "content": n.node.get_content(), "metadata": dict(n.node.metadata),
-             "score": n.score} for n in found]
 
 
 corpus = []

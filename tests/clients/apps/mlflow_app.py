@@ -36,6 +36,8 @@ from opentelemetry import trace
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import TracerProvider
 from otel_export import EXPORTERS, PROCESSORS, Roots, arguments, document_metadata, load_plan, one_trace, report
+from reported import langchain_documents as documents_of
+from reported import llama_nodes as nodes_of
 
 args = arguments()
 plan = load_plan(args)
@@ -70,14 +72,11 @@ from langchain_core.output_parsers import StrOutputParser  # noqa: E402
 from langchain_core.prompts import ChatPromptTemplate  # noqa: E402
 from langchain_core.runnables import RunnableLambda, RunnablePassthrough  # noqa: E402
 from llama_index.core import Document as LlamaDocument  # noqa: E402
-from llama_index.core.instrumentation import get_dispatcher  # noqa: E402
-from llama_index.core.instrumentation.events.rerank import ReRankEndEvent, ReRankStartEvent  # noqa: E402
 from llama_index.core.llms import MockLLM  # noqa: E402
 from llama_index.core.node_parser import SentenceSplitter  # noqa: E402
-from llama_index.core.postprocessor.types import BaseNodePostprocessor  # noqa: E402
 from llama_index.core.query_engine import RetrieverQueryEngine  # noqa: E402
-from llama_index.core.schema import NodeWithScore, QueryBundle  # noqa: E402
 from llama_index.retrievers.bm25 import BM25Retriever as LlamaBM25  # noqa: E402
+from llama_parts import KeywordOverlapRerank  # noqa: E402
 
 caller = plan["caller"]
 conversation = f"{args.tenant}-conversation"
@@ -92,34 +91,6 @@ def asked(question: str, trace_id: str, lists: list[list[dict[str, Any]]], conte
 
 
 # --- 1. LlamaIndex -------------------------------------------------------------------------------
-
-dispatcher = get_dispatcher(__name__)
-
-
-class KeywordOverlapRerank(BaseNodePostprocessor):
-    """Reorders nodes by the share of query words they contain and keeps the best ``top_n``,
-    dispatching LlamaIndex's rerank events as its built-in rerankers do."""
-
-    top_n: int = 1
-    seen: list[list[NodeWithScore]] = []
-
-    def _postprocess_nodes(self, nodes: list[NodeWithScore], query_bundle: QueryBundle | None = None
-                           ) -> list[NodeWithScore]:
-        dispatcher.event(ReRankStartEvent(query=query_bundle, nodes=nodes, top_n=self.top_n,
-                                          model_name="keyword-overlap"))
-        words = set(query_bundle.query_str.lower().split()) if query_bundle else set()
-        scored = [NodeWithScore(node=n.node, score=len(words & set(n.node.get_content().lower().split())) / 10)
-                  for n in nodes]
-        kept = sorted(scored, key=lambda n: n.score, reverse=True)[: self.top_n]
-        self.seen.append(list(nodes))
-        dispatcher.event(ReRankEndEvent(nodes=kept))
-        return kept
-
-
-def nodes_of(found: list[NodeWithScore]) -> list[dict[str, Any]]:
-    return [{"id": n.node.node_id, "content": n.node.get_content(), "metadata": dict(n.node.metadata),
-             "score": n.score} for n in found]
-
 
 corpus = []
 for d in plan["documents"]:
@@ -180,10 +151,6 @@ model = FakeListChatModel(responses=["Here is what the documents say."])
 chain = ({"context": lc_retriever | RunnableLambda(keep) | (lambda docs: "\n".join(d.page_content for d in docs)),
           "question": RunnablePassthrough()} | prompt | model | StrOutputParser())
 run_config = {"metadata": {"user_id": caller["id"], "session_id": conversation, **caller_metadata}}
-
-
-def documents_of(documents: list[LangChainDocument]) -> list[dict[str, Any]]:
-    return [{"id": d.id, "content": d.page_content, "metadata": dict(d.metadata), "score": None} for d in documents]
 
 
 question = plan["questions"][2]

@@ -26,9 +26,9 @@ instrumentation's pattern), which is why the retrievers here are vector retrieve
 from __future__ import annotations
 
 import re
-from typing import Any
 
 from otel_export import arguments, document_metadata, load_plan, one_trace, report, traceloop_provider
+from reported import llama_nodes as documents_of
 
 args = arguments()
 plan = load_plan(args)
@@ -108,11 +108,6 @@ class NotingRetriever(VectorIndexRetriever):
         found = super()._retrieve(query_bundle)
         self.seen.append(found)
         return found
-
-
-def documents_of(nodes: list[NodeWithScore]) -> list[dict[str, Any]]:
-    return [{"id": n.node.node_id, "content": n.node.get_content(), "metadata": dict(n.node.metadata),
-             "score": n.score} for n in nodes]
 
 
 before = len(roots.trace_ids)
