@@ -57,10 +57,13 @@ DB_SYSTEMS = ("db.system", "db.system.name")
 DB_OPERATIONS = ("db.operation", "db.operation.name")
 DB_RESULT_EVENT = "db.query.result"
 DB_RESULT = "db.query.result."  # + id, score, distance, document, metadata
+DB_SEARCH_RESULT_EVENT = "db.search.result"  # Milvus: one per result of a search
+DB_SEARCH_RESULT = "db.search.result."  # + id, score, distance, entity (a Python repr of the output fields)
+DB_SEARCH_QUERY_ID = "db.search.query.id"  # which query vector of the search the result answers
 #: (store, operation) of the vector searches whose spans are lists even when nothing was found
 #: (no result event). Other stores' spans count only with results: a scalar query of a database
 #: can report ``db.query.result`` events too (rows, not ranked results).
-VECTOR_SEARCHES = {("chroma", "query")}
+VECTOR_SEARCHES = {("chroma", "query"), ("milvus", "search"), ("milvus", "hybrid_search")}
 
 # --- ragmon ------------------------------------------------------------------------------------
 CONTEXT_DOCUMENT_IDS = "ragmon.context.document_ids"  # the ids of the passages the model saw, in order

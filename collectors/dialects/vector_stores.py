@@ -1,11 +1,21 @@
 """Vector-store instrumentations (OpenLLMetry's opentelemetry-instrumentation-chromadb and its
 kin): a span per store call with ``db.system`` (or ``db.system.name``) and ``db.operation``, and one
-``db.query.result`` span event per result with ``db.query.result.{id,score,distance,document,metadata}``.
-A distance is not a score (lower is better, on the scale of the store's metric): only a reported
+span event per result:
+
+- ``db.query.result`` with ``db.query.result.{id,score,distance,document,metadata}`` (Chroma, Marqo,
+  Pinecone);
+- ``db.search.result`` with ``db.search.result.{id,score,distance,entity}`` and
+  ``db.search.query.id`` (Milvus). The entity is the search's output fields written as Python's
+  ``repr`` of a dict, not JSON: it is read as a Python literal (bounded in size, never evaluated),
+  its ``text`` field as the passage text and the rest as the passage's metadata.
+
+A distance is not a score (lower is better, on the scale of the store's metric; Milvus calls a
+cosine similarity a distance too, and its search span does not say which metric): only a reported
 score is kept."""
 
 from __future__ import annotations
 
+import ast
 from collections.abc import Iterable
 from typing import Any, ClassVar
 
@@ -26,14 +36,15 @@ class VectorStores(Dialect):
         system = next((a[key] for key in sc.DB_SYSTEMS if a.get(key)), None)
         if system is None:
             return None, []
-        documents = result_documents(span.events, problems)
+        documents = result_documents(span.events, problems) or search_result_documents(span.events, problems)
         operation = next((a[key] for key in sc.DB_OPERATIONS if a.get(key)), None)
         if documents or (str(system).lower(), str(operation).lower()) in sc.VECTOR_SEARCHES:
             return "retriever", documents
         return None, []
 
     def lacks(self, spans: list[Any]) -> tuple[str, ...]:
-        return (f"{sc.DB_RESULT_EVENT} span events with {sc.DB_RESULT}* attributes",)
+        return (f"{sc.DB_RESULT_EVENT} span events with {sc.DB_RESULT}* attributes "
+                f"(or {sc.DB_SEARCH_RESULT_EVENT} events with {sc.DB_SEARCH_RESULT}*)",)
 
 
 def result_documents(span_events: Iterable[Any], problems: Problems) -> list[RawDocument]:
@@ -44,3 +55,52 @@ def result_documents(span_events: Iterable[Any], problems: Problems) -> list[Raw
                           sc.DB_RESULT_EVENT, problems, metadata_attribute="db.query.result.metadata")
             for e in span_events
             if e.name == sc.DB_RESULT_EVENT and any(k.startswith(sc.DB_RESULT) for k in e.attributes)]
+
+
+#: The largest entity text read as a Python literal: a passage's output fields, not a document.
+MAX_ENTITY_CHARS = 65_536
+_TEXT_FIELD = "text"  # the output field LangChain's and LlamaIndex's Milvus stores keep the chunk in
+
+
+def search_result_documents(span_events: Iterable[Any], problems: Problems) -> list[RawDocument]:
+    """The results reported as ``db.search.result`` span events (Milvus), in their order. A search
+    of several query vectors reports each one's results: only the first vector's are this span's
+    list, and the others are named in ``problems``."""
+    documents: list[RawDocument] = []
+    other_queries = 0
+    for event in span_events:
+        a = event.attributes
+        if event.name != sc.DB_SEARCH_RESULT_EVENT or not any(k.startswith(sc.DB_SEARCH_RESULT) for k in a):
+            continue
+        if a.get(sc.DB_SEARCH_QUERY_ID, 0) != 0:
+            other_queries += 1
+            continue
+        where = f"{sc.DB_SEARCH_RESULT_EVENT}.{len(documents)}"
+        entity = _entity(a.get(sc.DB_SEARCH_RESULT + "entity"), where, problems)
+        text = entity.pop(_TEXT_FIELD, None)
+        documents.append(make_document(a.get(sc.DB_SEARCH_RESULT + "id"), a.get(sc.DB_SEARCH_RESULT + "score"),
+                                       text, entity, where, problems, metadata_attribute="db.search.result.entity"))
+    if other_queries:
+        problems.append(("db.search.result", f"{other_queries} results of further query vectors of one search "
+                         "are left out: only the first vector's results are its list"))
+    return documents
+
+
+def _entity(value: Any, where: str, problems: Problems) -> dict[str, Any]:
+    """A result's output fields: a dict, or the text of one (Python's repr, or JSON); {} when absent."""
+    if value is None or isinstance(value, dict):
+        return dict(value or {})
+    parsed: Any = None
+    if isinstance(value, str) and len(value) <= MAX_ENTITY_CHARS:
+        parsed = sc.parse_json_text(value)
+        if parsed is None:
+            try:  # literals only: a name, a call or an operator is refused, never evaluated
+                parsed = ast.literal_eval(value)
+            except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
+                parsed = None
+    if not isinstance(parsed, dict):
+        problems.append(("db.search.result.entity", f"`{where}.entity` is not a dict of output fields"
+                         + ("" if isinstance(value, str) and len(value) <= MAX_ENTITY_CHARS
+                            else f" of at most {MAX_ENTITY_CHARS} characters")))
+        return {}
+    return parsed

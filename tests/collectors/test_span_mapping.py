@@ -266,6 +266,40 @@ def test_a_vector_search_that_found_nothing_is_an_empty_list_and_rows_of_a_scala
     assert mapped(root, rows).event is None
 
 
+def test_milvus_search_results_with_their_output_fields_written_as_python_reprs():
+    """opentelemetry-instrumentation-milvus 0.60: a ``db.search.result`` event per result, its output
+    fields as ``str(dict)``, its distance a string (a cosine similarity, in Milvus's words a distance)."""
+    root = span(1, None, "rag", 0, 50, openinference__span__kind="CHAIN", input__value="q", output__value="a")
+    search = span(2, 1, "milvus.search", 1, 10, db__system="milvus", db__operation="search")
+    search.events = [
+        SpanEvent("db.search.result", 0, {"db.search.query.id": 0, "db.search.result.id": "pay#0",
+                                          "db.search.result.distance": "0.99",
+                                          "db.search.result.entity": "{'text': 'Pay day', 'doc_id': 'pay', "
+                                                                     "'acl': ['group:hr'], 'doc_version': '3'}"}),
+        SpanEvent("db.search.result", 0, {"db.search.query.id": 0, "db.search.result.id": 7,
+                                          "db.search.result.entity": '{"text": "JSON too", "doc_id": "faq"}'}),
+        SpanEvent("db.search.result", 0, {"db.search.query.id": 1, "db.search.result.id": "other-vector"})]
+    read = Dialects().read(search)
+    assert read.problems == [("db.search.result", "1 results of further query vectors of one search are left out: "
+                              "only the first vector's results are its list")]
+    event = mapped(root, search).event
+    assert event["retrievals"] == [{"retriever": "milvus", "passages": [
+        {"id": "pay#0", "doc_id": "pay", "doc_version": "3", "text": "Pay day", "acl": ["group:hr"]},
+        {"id": "7", "doc_id": "faq", "text": "JSON too"}]}]
+    empty = span(2, 1, "milvus.search", 1, 10, db__system="milvus", db__operation="search")
+    assert mapped(root, empty).event["retrievals"] == [{"retriever": "milvus", "passages": []}]
+
+
+@pytest.mark.parametrize("entity", ["__import__('os').system('true')", "{'a': open('/etc/passwd')}", "[1, 2]",
+                                    "{" * 300, "{'text': '" + "x" * 70_000 + "'}"])
+def test_a_milvus_entity_that_is_no_small_literal_dict_is_named_and_never_evaluated(entity):
+    search = span(2, None, "milvus.search", 1, 10, db__system="milvus", db__operation="search")
+    search.events = [SpanEvent("db.search.result", 0, {"db.search.result.id": "p", "db.search.result.entity": entity})]
+    read = Dialects().read(search)
+    assert [attribute for attribute, _ in read.problems] == ["db.search.result.entity"]
+    assert mapped(search).event["retrievals"] == [{"retriever": "milvus", "passages": [{"id": "p"}]}]
+
+
 def test_copies_of_a_passage_complete_each_others_fields():
     found = retriever(1, None, "retrieve", 0, 10, {"id": "d", "metadata": '{"doc_id": "pay", "acl": ["group:p"]}'})
     rank = span(2, None, "LostInTheMiddleRanker.run", 11, 20, openinference__span__kind="RERANKER",

@@ -161,7 +161,8 @@ def test_the_closest_dialect_and_what_it_lacked():
     store = [span("chroma.add", attributes={"db.system": "chroma", "db.operation": "add"})]
     closest = dialects.closest(store, RETRIEVAL)
     assert (closest.dialect, closest.lacked) == ("vector_store",
-                                                 "db.query.result span events with db.query.result.* attributes")
+                                                 "db.query.result span events with db.query.result.* attributes (or "
+                                                 "db.search.result events with db.search.result.*)")
     by_scope = dialects.closest([span("add", "opentelemetry.instrumentation.chromadb")], RETRIEVAL)
     assert by_scope.dialect == "vector_store"  # its scope says so, without any marker attribute
     nothing = dialects.closest([span("GET /", attributes={"http.method": "GET"})], RETRIEVAL)
