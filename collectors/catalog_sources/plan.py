@@ -167,8 +167,9 @@ def _entry_disagrees(catalog: Catalog, entry: IndexEvent) -> bool:
         return entry.chunks != 0
     if current.indexed_at > entry.indexed_at:  # type: ignore[operator]
         return False
-    return (current.version, current.embedding_model, current.chunks) != (
-        entry.version, entry.embedding_model, entry.chunks)
+    acl = tuple(entry.acl) if entry.acl is not None else None
+    return (current.version, current.embedding_model, current.chunks, current.acl) != (
+        entry.version, entry.embedding_model, entry.chunks, acl)
 
 
 def _restore(state: dict, key, previous: Mapping) -> None:

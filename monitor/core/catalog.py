@@ -37,7 +37,8 @@ class DocumentState:
 
 @dataclass(slots=True)
 class IndexedState:
-    """What one index holds of one document."""
+    """What one index holds of one document; ``acl``: who the index lets read its chunks, as the
+    index event said (None: unknown), compared with the document's own ACL by reconciliation."""
 
     index: str
     doc_id: str
@@ -45,6 +46,7 @@ class IndexedState:
     indexed_at: float
     embedding_model: str | None
     chunks: int | None
+    acl: tuple[str, ...] | None = None
 
 
 @dataclass(slots=True)
@@ -141,7 +143,8 @@ class Catalog:
                                    "(catalog.max_index_entries)")
             if current is None or event.indexed_at >= current.indexed_at:
                 entry = IndexedState(event.index, event.doc_id, event.version, event.indexed_at,
-                                     event.embedding_model, event.chunks)
+                                     event.embedding_model, event.chunks,
+                                     tuple(event.acl) if event.acl is not None else None)
                 self.indexed[key] = entry
                 self._track(current, entry)
                 if event.chunks != 0 and (current is None or current.version != event.version):

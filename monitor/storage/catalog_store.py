@@ -56,6 +56,8 @@ class CatalogIndexed(SQLModel, table=True):
     indexed_at: float
     embedding_model: str | None = Field(default=None, max_length=256)
     chunks: int | None = None
+    # who the index lets read the document's chunks (migration 0015); None: unknown
+    acl: list[str] | None = Field(default=None, sa_column=Column(JSON, nullable=True))
     revision: int = Field(default=0, sa_column=Column(BigInteger, nullable=False, index=True, server_default="0"))
 
 
@@ -93,7 +95,8 @@ def changes_since(engine: Engine, revision: int | None) -> tuple[int, list[Docum
             for r in session.exec(documents_query)
         ]
         indexed = [
-            IndexedState(r.index_name, r.doc_id, r.version, r.indexed_at, r.embedding_model, r.chunks)
+            IndexedState(r.index_name, r.doc_id, r.version, r.indexed_at, r.embedding_model, r.chunks,
+                         tuple(r.acl) if r.acl is not None else None)
             for r in session.exec(indexed_query)
         ]
     return current, documents, indexed
@@ -175,7 +178,8 @@ def _document_row(state: DocumentState) -> dict[str, Any]:
 
 def _indexed_row(entry: IndexedState) -> dict[str, Any]:
     return {"index_name": entry.index, "doc_id": entry.doc_id, "version": entry.version,
-            "indexed_at": entry.indexed_at, "embedding_model": entry.embedding_model, "chunks": entry.chunks}
+            "indexed_at": entry.indexed_at, "embedding_model": entry.embedding_model, "chunks": entry.chunks,
+            "acl": list(entry.acl) if entry.acl is not None else None}
 
 
 def _document_is_newer(row: Any, new: Any) -> Any:
@@ -190,7 +194,8 @@ def _document_is_newer(row: Any, new: Any) -> Any:
 
 def _indexed_is_newer(row: Any, new: Any) -> Any:
     return or_(new.indexed_at > row.indexed_at,
-               and_(new.indexed_at == row.indexed_at, _differs(row, new, "version", "embedding_model", "chunks")))
+               and_(new.indexed_at == row.indexed_at, _differs(row, new, "version", "embedding_model", "chunks",
+                                                                           "acl")))
 
 
 def _differs(row: Any, new: Any, *names: str) -> Any:

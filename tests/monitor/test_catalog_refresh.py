@@ -53,6 +53,10 @@ def follow(url: str, tmp_path) -> None:
         assert refresh.poll(force=True) == {"leave"} and changed == [{"leave"}, {"leave"}]
         assert catalog.document("leave").acl == ("group:payroll",)
         assert catalog.health(NOW)["policies"].stale_documents == 1  # the index holds 3, the source has 4
+        # the index's ACL of its entry is followed too, even when only it changed
+        feed(writer, {"type": "index", "index": "policies", "doc_id": "leave", "version": "3", "indexed_at": NOW - 400,
+                      "acl": ["group:hr"]})
+        assert refresh.poll(force=True) == {"leave"} and catalog.indexed[("policies", "leave")].acl == ("group:hr",)
         # an older change written late does not move the catalog back, and a write of nothing new
         # is read back without changing anything
         feed(writer, document("2", NOW - 900, ["*"]))
@@ -63,7 +67,7 @@ def follow(url: str, tmp_path) -> None:
         # only the rows written since the revision seen are read: the write that changed nothing
         # took a revision (four batches wrote) but stamped no row with it
         revision = refresh.revision
-        assert revision == 4 and changes_since(reader.engine, revision) == (revision, [], [])
+        assert revision == 5 and changes_since(reader.engine, revision) == (revision, [], [])
         assert changes_since(reader.engine, revision - 1) == (revision, [], [])
         _, documents, indexed = changes_since(reader.engine, 0)
         assert ([d.doc_id for d in documents], [e.doc_id for e in indexed]) == (["leave"], ["leave"])
@@ -91,6 +95,8 @@ def test_merging_stored_states_takes_those_further_along_only():
     older = DocumentState("d", "acme", "1", 100.0, ("*",), False, {"1": 100.0})
     assert catalog.merge([older], [IndexedState("i", "d", "1", 150.0, None, None)]) == set()
     assert catalog.document("d") is held and catalog.indexed_version("i", "d") == "2"
+    narrowed = IndexedState("i", "d", "2", 250.0, None, None, ("group:a",))  # as late, another ACL
+    assert catalog.merge([], [narrowed]) == {"d"} and catalog.indexed[("i", "d")].acl == ("group:a",)
     revoked = DocumentState("d", "acme", "2", 200.0, ("group:b",), False, {"1": 100.0, "2": 200.0})
     assert catalog.merge([revoked], []) == {"d"} and catalog.document("d").acl == ("group:b",)
     full = Catalog(max_documents=1)
@@ -112,3 +118,6 @@ def test_an_event_that_changes_nothing_reports_no_change(repeat):
         assert catalog.apply(DocumentEvent(doc_id="d", version="1", modified_at=10.0, acl=["group:a"])) is None
         assert catalog.apply(IndexEvent(index="i", doc_id="d", version="1", indexed_at=20.0)) is None
     assert catalog.apply(DocumentEvent(doc_id="d", version="1", modified_at=10.0, acl=["group:b"])) == "d"
+    # the index's ACL of its entry is part of what the entry is
+    assert catalog.apply(IndexEvent(index="i", doc_id="d", version="1", indexed_at=20.0, acl=["group:b"])) == "d"
+    assert catalog.apply(IndexEvent(index="i", doc_id="d", version="1", indexed_at=20.0, acl=["group:b"])) is None

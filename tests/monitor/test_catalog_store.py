@@ -26,7 +26,7 @@ EVENTS = [
     {"type": "document", "doc_id": "leave", "tenant": "acme", "version": "3", "modified_at": NOW - 500,
      "acl": ["group:hr"]},
     {"type": "index", "index": "policies", "doc_id": "leave", "version": "3", "indexed_at": NOW - 400,
-     "embedding_model": "e5@2", "chunks": 14},
+     "embedding_model": "e5@2", "chunks": 14, "acl": ["group:hr", "user:ann"]},
     {"type": "document", "doc_id": "leave", "tenant": "acme", "version": "4", "modified_at": NOW - 300,
      "acl": ["group:hr", "group:staff"]},
 ]
@@ -53,6 +53,8 @@ def check_restart(url: str, tmp_path) -> None:
         assert (document.tenant, document.version, document.acl) == ("acme", "4", ("group:hr", "group:staff"))
         assert document.history == {"3": NOW - 500, "4": NOW - 300}
         assert second.catalog.is_outdated("leave", "3") is True
+        # the index entry keeps the ACL its chunks were embedded with, apart from the document's
+        assert second.catalog.indexed[("policies", "leave")].acl == ("group:hr", "user:ann")
         health = second.catalog.health(NOW)["policies"]
         assert (health.stale_documents, health.max_staleness_seconds, health.embedding_models) == (1, 300.0, 1)
     finally:
@@ -216,3 +218,28 @@ def test_the_history_size_migration_counts_what_rows_already_hold(tmp_path):
     with engine.connect() as connection:
         assert connection.execute(text("select history_size from catalog_document")).scalar_one() == 2
     engine.dispose()
+
+
+def test_ragmon_replay_of_index_events_keeps_each_entrys_acl(tmp_path):
+    """`ragmon replay` of index events writes the index's ACL of each entry to the store, where a
+    later process loads it; an entry without one stays unknown (None), not "nobody"."""
+    import json
+
+    from click.testing import CliRunner
+
+    from ragmon.monitor.app.cli import main
+    from ragmon.monitor.storage.catalog_store import load_catalog
+
+    events = [{"type": "index", "index": "policies", "doc_id": "leave", "version": "3", "indexed_at": NOW - 400,
+               "acl": "group:hr, group:staff"},
+              {"type": "index", "index": "policies", "doc_id": "memo", "version": "1", "indexed_at": NOW - 400},
+              {"type": "index", "index": "policies", "doc_id": "board", "version": "1", "indexed_at": NOW - 400,
+               "acl": []}]
+    (tmp_path / "index.jsonl").write_text("\n".join(json.dumps(e) for e in events) + "\n")
+    url = f"sqlite:///{tmp_path / 'ragmon.db'}"
+    env = {"RAGMON_DATABASE__URL": url, "RAGMON_DEAD_LETTER__PATH": str(tmp_path / "d.jsonl")}
+    replayed = CliRunner().invoke(main, ["replay", str(tmp_path / "index.jsonl")], env=env)
+    assert replayed.exit_code == 0, replayed.output
+    load_catalog(make_engine(url), catalog := Catalog())
+    assert {doc_id: entry.acl for (_, doc_id), entry in catalog.indexed.items()} == {
+        "leave": ("group:hr", "group:staff"), "memo": None, "board": ()}

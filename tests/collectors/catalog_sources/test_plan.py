@@ -148,6 +148,22 @@ def test_an_index_entry_gone_becomes_a_removal():
     assert (removal.doc_id, removal.chunks, removal.version, removal.indexed_at) == ("b", 0, "v1", NOW + 5)
 
 
+def test_a_catalog_holding_an_index_entry_with_another_acl_is_brought_level():
+    """A process whose catalog holds the entry as the last snapshot said but with another ACL (it did
+    not take part in the sync that changed it) gets the entry again."""
+    entry = IndexEvent(index="idx", doc_id="a", version="v1", indexed_at=NOW - 100, chunks=3, acl=["group:hr"])
+    catalog = Catalog()
+    catalog.apply(IndexEvent(index="idx", doc_id="a", version="v1", indexed_at=NOW - 100, chunks=3,
+                             acl=["group:staff"]))
+    plan = plan_sync({}, {("idx", "a"): entry}, Snapshot(index_entries={("idx", "a"): entry}), catalog, NOW,
+                     max_deletion_share=0.5)
+    assert plan.events == [entry]
+    applied(plan, catalog)
+    assert catalog.indexed[("idx", "a")].acl == ("group:hr",)
+    assert plan_sync({}, {("idx", "a"): entry}, Snapshot(index_entries={("idx", "a"): entry}), catalog, NOW,
+                     max_deletion_share=0.5).events == []
+
+
 def test_without_a_catalog_the_snapshot_alone_decides():
     """Events for the Kafka catalog topic: the sending process's catalog may lag; every replica reads the topic."""
     first = sync({}, snapshot(doc("a")), None)
