@@ -173,7 +173,7 @@ class Catalog:
     def _judge(self, index: str, doc_id: str) -> None:
         """Under the lock: whether ``index`` holds ``doc_id`` stale now, and since when."""
         entry, document = self.indexed[(index, doc_id)], self.documents.get(doc_id)
-        pending = None if document is None else _pending_since(document, entry, entry.chunks == 0)
+        pending = None if document is None else pending_since(document, entry, entry.chunks == 0)
         stale = self._stale.setdefault(index, {})
         if pending is None:
             stale.pop(doc_id, None)
@@ -311,7 +311,7 @@ def health_from_scratch(documents: dict[str, DocumentState], entries: Iterable[I
         document = documents.get(entry.doc_id)
         if document is None:
             continue
-        pending = _pending_since(document, entry, removed)
+        pending = pending_since(document, entry, removed)
         if pending is not None:
             health.stale_documents += 1
             health.max_staleness_seconds = max(health.max_staleness_seconds, max(0.0, now - pending))
@@ -336,7 +336,7 @@ def _remember(history: dict[str, float], version: str, modified_at: float) -> No
             del history[old]
 
 
-def _pending_since(document: DocumentState, entry: IndexedState, removed: bool) -> float | None:
+def pending_since(document: DocumentState, entry: IndexedState, removed: bool) -> float | None:
     """When the oldest change not yet in the index was made, or None when the index is current.
 
     After a removal (``chunks: 0``) the index is current while the document stays deleted or
