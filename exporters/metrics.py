@@ -113,6 +113,23 @@ METRICS: tuple[MetricSpec, ...] = (
                "is no new lag).", LAG_BUCKETS),
     MetricSpec("ragmon_index_embedding_models", "gauge", ("index",),
                "Embedding models among the documents an index holds."),
+    MetricSpec("ragmon_index_entries", "gauge", TI,
+               "Live index entries (documents an index serves) per tenant of their document (tenant=unknown: the "
+               "catalog knows no document for them), as of the last reconciliation (at most 30 s old)."),
+    MetricSpec("ragmon_index_drift_documents", "gauge", (*TI, "kind"),
+               "Documents an index serves that differ from the source, without any traffic (docs/catalog.md, "
+               "\"Reconciliation\"), by kind: stale (the source holds a newer version), deleted (deleted at the "
+               "source), acl_narrower (a revocation pending: the index still lets read someone the source no "
+               "longer allows), acl_wider (the source allows someone the index does not yet let read). A document "
+               "may count under several kinds."),
+    MetricSpec("ragmon_index_drift_oldest_seconds", "gauge", (*TI, "kind"),
+               "Age of the oldest document of each drift kind (0 when there is none): stale from its oldest change "
+               "not taken in, deleted from the deletion, an ACL drift from the later of the source's last change "
+               "and the indexing."),
+    MetricSpec("ragmon_index_drift_unjudged_documents", "gauge", (*TI, "reason"),
+               "Live index entries reconciliation could not judge, by reason: unknown_document (no document event "
+               "for it: nothing judged), source_acl_unknown, index_acl_unknown (no ACL on that side: the ACL "
+               "kinds not judged). A zero drift says nothing of them."),
     MetricSpec("ragmon_samples_total", "counter", ("tenant", "stratum"),
                "Places taken in the labeling queue, per stratum (a trace sampled for two strata takes two)."),
     MetricSpec("ragmon_samples_dropped_total", "counter", ("reason",),
@@ -202,7 +219,8 @@ PULLED = frozenset({
     "ragmon_events_total", "ragmon_rejected_events_total", "ragmon_last_event_timestamp_seconds",
     "ragmon_sink_errors_total", "ragmon_duplicate_events_total", "ragmon_index_stale_documents",
     "ragmon_index_max_staleness_seconds", "ragmon_index_embedding_models", "ragmon_build_info", "ragmon_sample_queue",
-    "ragmon_passage_coverage_ratio",
+    "ragmon_passage_coverage_ratio", "ragmon_index_entries", "ragmon_index_drift_documents",
+    "ragmon_index_drift_oldest_seconds", "ragmon_index_drift_unjudged_documents",
 })
 
 

@@ -19,8 +19,10 @@ from prometheus_client.registry import Collector
 from ragmon.exporters.coverage import CoverageCollector, CoverageWindow
 from ragmon.exporters.instruments import LabelCap, Metrics
 from ragmon.exporters.metrics import BY_NAME
+from ragmon.exporters.reconciliation import ReconciliationCollector
 from ragmon.monitor.core.catalog import Catalog
 from ragmon.monitor.core.pipeline import Observation, PipelineStats
+from ragmon.monitor.core.reconcile import Reconciler
 from ragmon.monitor.core.signals import FeedbackSignals, IndexSignals, Outcome, TraceSignals
 from ragmon.monitor.core.signals.results import REASONS, STAGES, CatalogSignals, Check, Coverage, LateSignals
 from ragmon.monitor.labeling.sample_store import Admission
@@ -291,12 +293,15 @@ def _bounds(name: str) -> tuple[float, ...]:
 def register_scrape_time(metrics: Metrics, stats: PipelineStats, catalog: Catalog,
                          clock: Callable[[], float] = time.time,
                          sample_queue: Callable[[], dict[str, int]] | None = None,
-                         coverage: CoverageWindow | None = None) -> None:
-    """Register the values computed when Prometheus scrapes: pipeline counters, catalog health, the
-    process and its runtime and, with ``sample_queue`` (the samples in the store per status),
+                         coverage: CoverageWindow | None = None, reconciler: Reconciler | None = None) -> None:
+    """Register the values computed when Prometheus scrapes: pipeline counters, catalog health and
+    its reconciliation (``reconciler``'s, else one of ``catalog``'s own), the process and its
+    runtime and, with ``sample_queue`` (the samples in the store per status),
     ``ragmon_sample_queue``, with ``coverage`` (the window the sink feeds),
     ``ragmon_passage_coverage_ratio``."""
     metrics.registry.register(_ScrapeTimeCollector(stats, catalog, metrics.index, clock))
+    reconciler = reconciler if reconciler is not None else Reconciler(catalog, clock)
+    metrics.registry.register(ReconciliationCollector(reconciler, metrics.tenant, metrics.index))
     if coverage is not None:
         metrics.registry.register(CoverageCollector(coverage))
     # what prometheus_client puts on its global registry, which ragmon does not use: process_*

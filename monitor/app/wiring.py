@@ -41,6 +41,7 @@ from ragmon.monitor.core.dedupe import SeenTraces
 from ragmon.monitor.core.errors import Retryable
 from ragmon.monitor.core.pipeline import DeadLetterSink, Pipeline, PipelineStats, Sink, Stages
 from ragmon.monitor.core.private_files import open_private
+from ragmon.monitor.core.reconcile import Reconciler
 from ragmon.monitor.core.signals import SignalEngine
 from ragmon.monitor.core.signals.catalog_audit import CatalogAudit
 from ragmon.monitor.core.signals.late import LateJudge
@@ -361,6 +362,7 @@ class Runtime:
     unread: UnreadStore  # digests of the OTLP traces ragmon could not read (collectors/unread)
     alerts: AlertDispatcher | None = None  # the direct push, when a target is configured
     telemetry: SelfTelemetry | None = None  # ragmon's own spans, when telemetry.otlp_endpoint is set
+    reconciler: Reconciler | None = None  # the catalog's last reconciliation (monitor/core/reconcile.py)
 
     def ready(self) -> bool:
         """Ready to take traffic: the database answers."""
@@ -432,7 +434,9 @@ def build_runtime(
     # tenant, index and retriever labels and exemplars' trace ids as every surface shows them
     metrics = Metrics(registry, settings.labels, shown=redactor.shown_id)
     coverage = CoverageWindow(settings.signals.coverage_window_seconds)
-    register_scrape_time(metrics, stats, catalog, clock, sample_queue=samples.counts_by_status, coverage=coverage)
+    reconciler = Reconciler(catalog, clock)
+    register_scrape_time(metrics, stats, catalog, clock, sample_queue=samples.counts_by_status, coverage=coverage,
+                         reconciler=reconciler)
     signals = SignalEngine(settings.signals, catalog, explain=settings.findings.enabled,
                            audit=CatalogAudit(catalog, settings.catalog.unseen_after_seconds, clock))
     sharing = _baseline_sharing(settings, engine, signals, clock)
@@ -463,7 +467,7 @@ def build_runtime(
     log.info("runtime ready: %d documents and %d index entries in the catalog",
              len(catalog.documents), len(catalog.indexed))
     return Runtime(settings, clock, engine, catalog, signals, registry, metrics, pipeline, samples, dead_letters,
-                   findings, redactor, UnreadStore(engine, key_id=redactor.key_id), alerts, telemetry)
+                   findings, redactor, UnreadStore(engine, key_id=redactor.key_id), alerts, telemetry, reconciler)
 
 
 def _catalog_following(settings: Settings, engine: Engine, catalog: Catalog, revision: int,
