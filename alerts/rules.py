@@ -36,6 +36,7 @@ LEAK_CANDIDATES = "RagmonPermissionLeakCandidates"
 INDEX_STALE = "RagmonIndexStale"
 PROBE_LEAK = "RagmonProbeLeak"
 BLIND_INDEX = "RagmonBlindIndex"
+REVOCATION_PENDING = "RagmonRevocationPending"
 
 
 @dataclass(frozen=True)
@@ -141,6 +142,13 @@ def alert_rules(config: AlertsConfig) -> list[AlertRule]:
                   f"max by ({BY_INDEX}) (ragmon_index_max_staleness_seconds) > {crit_s:g}", "5m",
                   "Index {{ $labels.index }} is more than " + f"{config.stale_critical_hours:g} h behind its sources",
                   "A source document changed and the index still serves the older version."),
+        AlertRule(REVOCATION_PENDING, CRITICAL,
+                  f'max by ({BY_TENANT}) (ragmon_index_drift_oldest_seconds{{kind="acl_narrower"}})'
+                  f" > {config.revocation_grace_minutes * 60:g}", "5m",
+                  f"A revocation has been waiting in the index for over {config.revocation_grace_minutes:g} minutes"
+                  f" in {where}",
+                  "A document's ACL at the source is narrower than the ACL its chunks carry in the index: someone "
+                  "the source no longer allows can still retrieve it (no traffic needed to see it)."),
         AlertRule("RagmonStalePassagesServed", WARNING,
                   f'sum by ({BY_TENANT}) (rate(ragmon_stale_passages_served_total{{stage="context"}}[30m]))'
                   f" / sum by ({BY_TENANT}) (rate(ragmon_answers_total[30m])) > {config.stale_served_ratio:g}",

@@ -22,6 +22,10 @@ class AlertsConfig(ConfigSection):
     dashboard_url: HttpUrlText | None = Field(None, description="Grafana dashboard linked from every alert.")
     stale_warning_hours: PositiveFloat = Field(24.0, description="Index staleness that raises a warning.")
     stale_critical_hours: PositiveFloat = Field(72.0, description="Index staleness that raises a critical alert.")
+    revocation_grace_minutes: PositiveFloat = Field(
+        60.0, description="Age of the oldest revocation pending in an index (its source ACL narrower than the "
+        "index's) beyond which RagmonRevocationPending fires: above the time the indexer needs to take a source "
+        "change in.")
     stale_served_ratio: PositiveFloat = Field(
         0.05, description="Stale passages reaching the model per answer, over 30 minutes, that raises an alert.")
     no_answer_spike_factor: PositiveFloat = Field(
