@@ -42,6 +42,7 @@ from ragmon.monitor.app.cli_output import (
     stdout,
     visible,
 )
+from ragmon.monitor.app.cli_reconcile import reconcile_command  # noqa: F401  (registers catalog reconcile)
 from ragmon.monitor.app.cli_samples import samples
 from ragmon.monitor.app.cli_unread import otlp
 from ragmon.monitor.app.findings_view import ReadView

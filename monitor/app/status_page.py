@@ -127,7 +127,7 @@ class StatusPage:
         body = (f"<h1>ragmon</h1><p class=\"muted\">{_e(_when(now))}, refreshes every {REFRESH_SECONDS} s · "
                 f'<a href="/metrics">metrics</a> · <a href="/api/v1/findings">findings (JSON)</a></p>'
                 + self._ingest(now) + self._scopes() + self._signals(samples) + self._alerts() + self._findings()
-                + self._samples() + self._catalog(now, samples))
+                + self._samples() + self._catalog(now, samples) + self._reconciliation())
         return _page("ragmon status", body, REFRESH_SECONDS)
 
     def trace(self, stored_id: str) -> str | None:
@@ -307,6 +307,46 @@ class StatusPage:
                 + _table(headers, rows, numeric=(1, 2, 3, 5, 6))
                 + _part(len(rows), len(indexes), ', the blind and the stalest first; all of them in '
                         '<a href="/metrics">/metrics</a>'))
+
+    def _reconciliation(self) -> str:
+        """Per tenant and index, what the index serves against its source (revocations pending
+        first), the entries not judged beside each count, and the oldest documents named."""
+        from ragmon.monitor.app.reconcile_view import drift_findings, drift_rows
+
+        reconciler = self._runtime.reconciler
+        if reconciler is None:
+            return ""
+        result = reconciler.current()
+        redactor = self._runtime.redactor
+        rows = drift_rows(result, self._shown)
+        cells = []
+        for row in rows[:CATALOG_ROWS]:
+            counts = [_drift_cell(row.documents[kind], row.oldest_seconds[kind], kind in BAD_DRIFT)
+                      for kind in DRIFT_KINDS]
+            unjudged = ", ".join(f"{reason} {n}" for reason, n in row.not_judged.items() if n)
+            cells.append((_e(row.tenant), _e(row.index), _e(row.entries), *counts,
+                          f'<span class="bad">{_e(unjudged)}</span>' if unjudged else "0"))
+        findings = drift_findings(result, self._shown, redactor.principal)
+        named = [(_e(f.tenant), _e(f.index), _e(f.kind), _e(f.doc_id), _e(f"{f.age_seconds / 3600:.1f}"), _e(f.rule))
+                 for f in findings[:LATEST_FINDINGS]]
+        headers = ("tenant", "index", "entries", "stale (oldest h)", "deleted (oldest h)",
+                   "revocations pending (oldest h)", "ACL wider (oldest h)", "not judged")
+        return ("<h2>reconciliation: what the indexes serve against their sources</h2>"
+                + _table(headers, cells, numeric=(2, 3, 4, 5, 6))
+                + _part(len(cells), len(rows), "; all of them: ragmon catalog reconcile")
+                + _table(("tenant", "index", "kind", "document", "age (h)", "rule"), named)
+                + _part(len(named), len(findings), "; all of them: ragmon catalog reconcile"))
+
+
+DRIFT_KINDS = ("stale", "deleted", "acl_narrower", "acl_wider")
+BAD_DRIFT = ("deleted", "acl_narrower")  # a document served that should not be, to someone or to anyone
+
+
+def _drift_cell(documents: int, oldest_seconds: float, bad: bool) -> str:
+    if not documents:
+        return "0"
+    text = _e(f"{documents} ({oldest_seconds / 3600:.1f})")
+    return f'<span class="bad">{text}</span>' if bad else text
 
 
 JUDGED_COUNTERS = {"ragmon_passages_judged_total": "judged", "ragmon_passages_unjudged_total": "unjudged"}
