@@ -173,6 +173,8 @@ def _drifts(document: DocumentState, entry: IndexedState) -> Iterable[tuple[Drif
             yield Drift.STALE, Example(entry.doc_id, since)
     if document.acl is None or entry.acl is None:
         return
+    if document.acl == entry.acl:
+        return  # the common case, level: no set built
     since = max(document.modified_at, entry.indexed_at)
     narrower, wider = revoked(document.acl, entry.acl), granted(document.acl, entry.acl)
     if narrower:
