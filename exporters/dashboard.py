@@ -137,6 +137,15 @@ def permissions_and_freshness() -> Dashboard:
              f"[{RATE}])))", "{{index}}")], unit="s"),
         Panel("Embedding models per index", [(f"max by (index) (ragmon_index_embedding_models{{{INDEX}}})",
                                               "{{index}}")]),
+        Panel("Index drift without traffic: documents by kind", [
+            (f"max by (tenant, index, kind) (ragmon_index_drift_documents{{{TI}}})", "{{tenant}}/{{index}} {{kind}}"),
+            (f"max by (tenant, index, reason) (ragmon_index_drift_unjudged_documents{{{TI}}})",
+             "{{tenant}}/{{index}} not judged: {{reason}}")]),
+        Panel("Oldest revocation pending in the index", [
+            (f'max by (tenant, index) (ragmon_index_drift_oldest_seconds{{{TI}, kind="acl_narrower"}})',
+             "{{tenant}}/{{index}}")], unit="s",
+              description=f"RagmonRevocationPending fires from {_ALERTS.revocation_grace_minutes:g} minutes "
+                          "(alerts.revocation_grace_minutes); `ragmon catalog reconcile` names the documents."),
         Panel("Canary probe failures and leaks", [
             (f"sum by (probe) (increase(ragmon_probe_failures_total{{{D}}}[1h])) or vector(0)", "failures {{probe}}"),
             (f"sum by (probe) (increase(ragmon_probe_leaks_total{{{D}}}[1h])) or vector(0)", "leaks {{probe}}")]),
