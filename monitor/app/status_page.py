@@ -2,7 +2,8 @@
 server-rendered HTML, no script, refreshing itself. What an on-call engineer looks at first:
 ingest and dead letters, the OTLP traces read per instrumentation scope, signals per tenant and
 index, pushed alerts, the latest findings (each linking to its trace's page), the labeling queue,
-and catalog health.
+catalog health, and its reconciliation (what the indexes serve against their sources, without
+traffic: docs/catalog.md, "Reconciliation").
 
 A count of leaks or stale passages is shown with the share of the passages behind it that its
 check could judge (``ragmon_passages_judged_total`` against ``ragmon_passages_unjudged_total``),
@@ -326,7 +327,8 @@ class StatusPage:
             unjudged = ", ".join(f"{reason} {n}" for reason, n in row.not_judged.items() if n)
             cells.append((_e(row.tenant), _e(row.index), _e(row.entries), *counts,
                           f'<span class="bad">{_e(unjudged)}</span>' if unjudged else "0"))
-        findings = drift_findings(result, self._shown, redactor.principal)
+        findings = sorted(drift_findings(result, self._shown, redactor.principal),
+                          key=lambda f: (f.kind != "acl_narrower", -f.age_seconds))  # revocations pending first
         named = [(_e(f.tenant), _e(f.index), _e(f.kind), _e(f.doc_id), _e(f"{f.age_seconds / 3600:.1f}"), _e(f.rule))
                  for f in findings[:LATEST_FINDINGS]]
         headers = ("tenant", "index", "entries", "stale (oldest h)", "deleted (oldest h)",
