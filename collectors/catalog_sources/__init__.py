@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from ragmon.collectors.catalog_sources.base import CatalogSource, SourceContext
+from ragmon.collectors.catalog_sources.chroma import ChromaSource
 from ragmon.collectors.catalog_sources.folder import FolderSource
 from ragmon.collectors.catalog_sources.manifest import ManifestSource
 
@@ -17,6 +18,8 @@ from ragmon.collectors.catalog_sources.manifest import ManifestSource
 SOURCE_KINDS: dict[str, Callable[..., CatalogSource]] = {
     "folder": FolderSource,
     "manifest": ManifestSource,
+    # index-entry sources of vector stores
+    "chroma": ChromaSource,
 }
 
 

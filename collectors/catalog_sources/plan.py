@@ -13,6 +13,7 @@ one to the other: pure, so that every rule of a sync is tested without a source 
 - An unchanged version keeps the changed time it was first seen with (a file touched, or committed
   later, is not a new version); a document back after its tombstone is dated no earlier than the
   tombstone, or the catalog would keep it deleted.
+  Likewise an index entry of an unchanged version keeps the time it was first indexed with.
 - Items the source could not read (``unread``) keep their last state.
 - A sync that would delete more than ``max_deletion_share`` of what the last snapshot held is *held*:
   no event, no new snapshot (``accept_deletions`` lets one through).
@@ -129,6 +130,13 @@ def _entries(previous: Mapping[IndexKey, IndexEvent], snapshot: Snapshot, now: f
     current = snapshot.index_entries or {}
     plan.live_before += sum(1 for before in previous.values() if before.chunks != 0)
     state: dict[IndexKey, IndexEvent] = dict(current)
+    for key, entry in current.items():
+        before = previous.get(key)
+        # an unchanged version keeps the time it was first indexed (a source that knows no time gives
+        # the sync's, which must not make it new lag at every sync)
+        if (before is not None and before.chunks != 0 and before.version == entry.version
+                and before.indexed_at < entry.indexed_at):  # type: ignore[operator]
+            entry.indexed_at = before.indexed_at
     for key, before in previous.items():
         if key in current:
             continue

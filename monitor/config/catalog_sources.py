@@ -184,7 +184,78 @@ def check_manifest_url(url: str, allowed_hosts: list[str]) -> str:
     return url
 
 
-CatalogSourceConfig = Annotated[FolderSourceConfig | ManifestSourceConfig, Field(discriminator="kind")]
+# --- index entries of a Chroma vector store -------------------------------------------------------------
+
+
+class ChromaSourceConfig(SourceEntry):
+    """A Chroma vector store, as the index entries of its collections: a persistent directory (read-only, no
+    Chroma needed) or a `chroma run` server (HTTP API v2). The chunks of one document (by `doc_id_key`) are one
+    index entry."""
+
+    kind: Literal["chroma"] = Field(description="`chroma`.")
+    path: Path | None = Field(None, description="The persistent directory (`chromadb.PersistentClient(path=…)`), "
+                              "holding `chroma.sqlite3`; opened read-only (or `url`).")
+    url: str | None = Field(None, description="The server's base URL (`chroma run`), e.g. "
+                            "`https://chroma.internal:8000`: https, or http on a loopback address; its host must "
+                            "be in `allowed_hosts`. No credentials in it: see `auth_header`.")
+    collections: list[str] = Field(min_length=1, description="The collections read, by name; one missing fails the "
+                                   "sync.")
+    index_names: dict[str, str] = Field(default_factory=dict, description="The index (the name traces give it) of "
+                                        "a collection whose name is not that index's, e.g. `{docs_v3: policies}`.")
+    chroma_tenant: str = Field("default_tenant", description="Chroma's own tenant the collections are in.")
+    chroma_database: str = Field("default_database", description="Chroma's database the collections are in.")
+    doc_id_key: str = Field("doc_id", description="Chunk metadata key of the document id (e.g. LangChain's "
+                            "`source`, LlamaIndex's `file_path`); `id_prefix` is put before it, then the join rule. "
+                            "A chunk without it is refused (`bad_record`).")
+    id_prefix: str = Field("", description="Put before each document id.")
+    version_key: str = Field("doc_version", description="Chunk metadata key of the version the indexer embedded "
+                             "(the same the document source computes, e.g. the git blob id). Chunks of one "
+                             "document holding several versions: the oldest is the entry's version.")
+    acl_keys: dict[str, str] = Field(
+        default_factory=lambda: {"acl": ""}, description="Chunk metadata keys that hold readers, each with the "
+        "prefix given to a bare name in it (as the folder source's). A value is a list (Chroma 1.x keeps lists) or "
+        "a string read by the one ACL rule (comma-separated, or a JSON array). Chunks of one document that differ: "
+        "the entry's ACL is all of them (whoever any chunk admits). No key on any chunk: unknown.")
+    indexed_at_key: str | None = Field(
+        "indexed_at", description="Chunk metadata key of the time the chunk was embedded (Unix seconds or "
+        "milliseconds, ISO 8601 with an offset). Absent from every chunk of a version: the time of the first sync "
+        "that saw that version.")
+    embedding_model: str | None = Field(None, description="The embedding model the collections were embedded "
+                                        "with, given to every entry (Chroma does not keep it).")
+    max_chunks: PositiveInt = Field(
+        1_000_000, description="Chunks one collection may hold; more fail the sync (a collection read in part would "
+        "show the rest as removed).")
+    allowed_hosts: list[str] = Field(default_factory=list, description="Hosts `url` may name; a redirect is not "
+                                     "followed.")
+    auth_header: SecretRef | None = Field(
+        None, description="Reference (`env:VARIABLE` or `file:/path`) to the `Authorization` header value sent to "
+        "the server (Chroma's token auth: `Bearer …`); read at each sync, never logged.")
+    timeout_seconds: PositiveFloat = Field(30.0, description="Time the whole read of the server may take.")
+    max_bytes: PositiveInt = Field(256 * 1024 * 1024, description="Bytes the server's answers may hold in all in "
+                                   "one sync; more fail it.")
+    page_size: int = Field(1000, ge=1, le=100_000, description="Chunks asked of the server per request.")
+
+    @model_validator(mode="after")
+    def _one_store(self) -> ChromaSourceConfig:
+        if (self.path is None) == (self.url is None):
+            raise ValueError("set path or url, one of them")
+        if self.url is not None:
+            check_manifest_url(self.url, self.allowed_hosts)
+        return self
+
+    @field_validator("allowed_hosts")
+    @classmethod
+    def _host_names(cls, hosts: list[str]) -> list[str]:
+        return ManifestSourceConfig._host_names(hosts)
+
+    @field_validator("acl_keys")
+    @classmethod
+    def _acl_keys(cls, keys: dict[str, str]) -> dict[str, str]:
+        return FolderSourceConfig._acl_keys(keys)
+
+
+CatalogSourceConfig = Annotated[FolderSourceConfig | ManifestSourceConfig | ChromaSourceConfig,
+                                Field(discriminator="kind")]
 
 #: every kind's model, for the generated reference (docs/configuration.md)
-SOURCE_MODELS: tuple[type[SourceEntry], ...] = (FolderSourceConfig, ManifestSourceConfig)
+SOURCE_MODELS: tuple[type[SourceEntry], ...] = (FolderSourceConfig, ManifestSourceConfig, ChromaSourceConfig)

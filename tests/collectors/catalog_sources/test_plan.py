@@ -169,3 +169,20 @@ def test_without_a_catalog_the_snapshot_alone_decides():
     first = sync({}, snapshot(doc("a")), None)
     assert first.changes == {"document": 1}
     assert sync(first.documents, snapshot(doc("a")), None).events == []
+
+
+def test_an_index_entry_of_an_unchanged_version_keeps_the_time_it_was_first_indexed_with():
+    """A source that knows no indexed time gives each sync's: the same version is no new lag."""
+    def entries(version: str, at: float, chunks: int = 2) -> Snapshot:
+        entry = IndexEvent(index="policies", doc_id="a", version=version, indexed_at=at, chunks=chunks)
+        return Snapshot(index_entries={("policies", "a"): entry})
+
+    catalog = Catalog()
+    first = plan_sync({}, {}, entries("v1", NOW - 600), catalog, NOW - 600, max_deletion_share=0.5)
+    applied(first, catalog)
+    again = plan_sync({}, first.index_entries, entries("v1", NOW), catalog, NOW, max_deletion_share=0.5)
+    assert again.events == [] and again.index_entries[("policies", "a")].indexed_at == NOW - 600
+    more = plan_sync({}, first.index_entries, entries("v1", NOW, chunks=3), catalog, NOW, max_deletion_share=0.5)
+    assert [(e.indexed_at, e.chunks) for e in more.events] == [(NOW - 600, 3)]
+    newer = plan_sync({}, first.index_entries, entries("v2", NOW), catalog, NOW, max_deletion_share=0.5)
+    assert [(e.version, e.indexed_at) for e in newer.events] == [("v2", NOW)]

@@ -16,7 +16,8 @@ from ragmon.monitor.app.cli import main
 from ragmon.monitor.config.catalog_sources import SOURCE_MODELS
 from ragmon.monitor.config.settings import ConfigError, load_settings
 
-MINIMAL = {"folder": {"root": "/srv/docs"}, "manifest": {"path": "/srv/manifest.jsonl"}}
+MINIMAL = {"folder": {"root": "/srv/docs"}, "manifest": {"path": "/srv/manifest.jsonl"},
+           "chroma": {"path": "/srv/chroma", "collections": ["docs"]}}
 
 
 def entry(kind: str, **keys) -> dict:
@@ -51,7 +52,13 @@ def test_no_float_of_a_source_takes_inf_or_nan(tmp_path, kind, key):
     ([entry("folder", tenant_pattern="(")], "not a valid regular expression"),
     ([entry("folder", acl_keys={"groups": "group"})], "must end with `:`"),
     ([entry("folder", rooot="/x")], "catalog.sources.0.folder.rooot: unknown key"),
-    ([{"name": "s", "kind": "chroma"}], "catalog.sources.0: Input tag 'chroma' found using 'kind' does not match"),
+    ([{"name": "s", "kind": "lancedb"}], "catalog.sources.0: Input tag 'lancedb' found using 'kind' does not match"),
+    ([entry("chroma", collections=[])], "catalog.sources.0.chroma.collections: List should have at least 1 item"),
+    ([entry("chroma", url="http://localhost:8000")], "set path or url, one of them"),
+    ([entry("chroma", path=None, url="https://chroma.example.com")], "the host chroma.example.com is not in "
+                                                                      "allowed_hosts"),
+    ([entry("chroma", acl_keys={"groups": "group"})], "must end with `:`"),
+    ([entry("chroma", auth_header="Bearer abc")], "is not a reference to a secret"),
     ([entry("manifest", auth_header="Bearer abc")], "is not a reference to a secret"),
     ([entry("manifest", max_deletion_share=1.5)], "catalog.sources.0.manifest.max_deletion_share"),
 ])

@@ -1,0 +1,64 @@
+"""The Chroma source: what a Chroma vector store holds of each document, as index entries (docs/catalog.md,
+"A Chroma vector store").
+
+Each configured collection is read whole, from a persistent directory (``chroma_files``: its SQLite
+file, read-only, no Chroma needed) or a ``chroma run`` server (``chroma_server``: HTTP API v2), and
+its chunks fold into one index entry per document (``chunk_fold``) under the collection's index
+name. A collection that cannot be read whole fails the sync: a store read in part is not a list of
+removals.
+"""
+
+from __future__ import annotations
+
+from ragmon.collectors.catalog_sources.base import Snapshot, SourceContext, SourceError
+from ragmon.collectors.catalog_sources.chroma_files import ChromaFiles
+from ragmon.collectors.catalog_sources.chroma_server import ChromaServer
+from ragmon.collectors.catalog_sources.chunk_fold import ChunkKeys, fold
+from ragmon.monitor.config.catalog_sources import ChromaSourceConfig
+from ragmon.monitor.config.secret_refs import UnresolvedSecret, resolve
+
+
+class ChromaSource:
+    """A Chroma store as index entries (:class:`~ragmon.collectors.catalog_sources.base.CatalogSource`)."""
+
+    def __init__(self, config: ChromaSourceConfig, context: SourceContext) -> None:
+        self.name = config.name
+        self._config = config
+        self._context = context
+        self._keys = ChunkKeys(doc_id=config.doc_id_key, version=config.version_key, acl=config.acl_keys,
+                               indexed_at=config.indexed_at_key, id_prefix=config.id_prefix,
+                               embedding_model=config.embedding_model)
+
+    def read(self) -> Snapshot:
+        config = self._config
+        snapshot = Snapshot(index_entries={})
+        now = self._context.clock()
+        with self._store() as store:
+            for collection in config.collections:
+                index = config.index_names.get(collection, collection)
+                chunks = store.chunks(collection, self._keys.all)
+                entries = fold(index, chunks, self._keys, snapshot, now)
+                if entries.keys() & snapshot.index_entries.keys():  # type: ignore[union-attr]
+                    raise SourceError("bad_format", f"collection {collection!r} and another one hold chunks of "
+                                      f"one document under the index {index!r}: give each its own name in "
+                                      "index_names")
+                snapshot.index_entries.update(entries)  # type: ignore[union-attr]
+        entries = snapshot.index_entries
+        assert entries is not None
+        if len(entries) > config.max_items:
+            for key in sorted(entries)[config.max_items:]:
+                del entries[key]
+                snapshot.refused["too_many"] += 1
+                snapshot.unread_entries.add(key)
+        return snapshot
+
+    def _store(self) -> ChromaFiles | ChromaServer:
+        config = self._config
+        if config.path is not None:
+            return ChromaFiles(config.path, config.chroma_tenant, config.chroma_database, config.max_chunks)
+        try:
+            authorization = (resolve(config.auth_header, f"catalog.sources[{config.name}].auth_header",
+                                     self._context.environ) if config.auth_header else None)
+        except UnresolvedSecret as problem:
+            raise SourceError("unavailable", str(problem)) from None
+        return ChromaServer(config, authorization, self._context.http_transport)  # type: ignore[arg-type]
