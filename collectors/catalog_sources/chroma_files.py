@@ -16,7 +16,7 @@ a future Chroma that moves its data is seen at once instead of read as an empty 
 - ``embedding_metadata_array(id, key, string_value, int_value, float_value, bool_value)`` (metadb 6,
   optional): list values, one row per item (Chroma 1.x keeps lists, such as an ACL);
 - ``max_seq_id(segment_id, seq_id)`` and ``embeddings_queue(seq_id, topic)``: the last write the
-  segment applied and the writes logged for ``persistent://TENANT/DATABASE/COLLECTION_ID``. A log
+  segment applied and the writes logged for ``persistent://…/COLLECTION_ID``. A log
   ahead of the segment (a writer stopped before applying it) fails the sync: the segment is not yet
   what the index serves.
 
@@ -126,8 +126,9 @@ class ChromaFiles:
         db = self._db
         assert db is not None
         applied = db.execute("SELECT seq_id FROM max_seq_id WHERE segment_id = ?", (segment,)).fetchone()
-        topic = f"persistent://{self._tenant}/{self._database}/{collection_id}"
-        [logged] = db.execute("SELECT max(seq_id) FROM embeddings_queue WHERE topic = ?", (topic,)).fetchone()
+        # the topic is persistent://default/default/ID in 1.5 (not the tenant's and database's names)
+        [logged] = db.execute("SELECT max(seq_id) FROM embeddings_queue WHERE topic LIKE ?",
+                              (f"persistent://%/{collection_id}",)).fetchone()
         done = applied[0] if applied is not None else None
         if isinstance(logged, int) and (not isinstance(done, int) or done < logged):
             raise SourceError("unavailable", f"collection {collection!r}: Chroma's log holds writes its metadata "
