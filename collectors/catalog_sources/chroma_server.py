@@ -1,31 +1,30 @@
-"""Reading a Chroma server (``chroma run``, Chroma Cloud's API is the same) through its HTTP API v2.
+"""Reading a Chroma server (``chroma run``) through its HTTP API v2.
 
-Two requests of the API are used, as chromadb 1.5 serves them:
+Three requests of the API are used, as chromadb 1.5 serves them:
 
 - ``GET /api/v2/tenants/{tenant}/databases/{database}/collections/{name}``: the collection, its ``id``;
 - ``POST …/collections/{id}/get`` with ``{"limit", "offset", "include": ["metadatas"]}``: a page of
-  chunks, ``{"ids": [...], "metadatas": [...]}`` in the server's own order.
+  chunks, ``{"ids": [...], "metadatas": [...]}`` in the server's own order;
+- ``GET …/collections/{id}/count``: how many chunks it holds.
 
-Bounded like the manifest's download: only a URL of ``allowed_hosts`` (https, or http on a loopback
-address), no redirect followed, the whole read within ``timeout_seconds`` and ``max_bytes``, at most
-``max_chunks`` chunks a collection. The ``Authorization`` value comes by reference and is never in
-a message. Pages are read by offset: a chunk added or deleted meanwhile may shift a page, so a chunk
-id seen twice is taken once, and the count the server gives at the end must match what was read,
-else the sync fails (and the next one reads a store at rest).
+Bounded like the manifest's download (``json_api``): only a URL of ``allowed_hosts`` (https, or http
+on a loopback address), no redirect followed, the whole read within ``timeout_seconds`` and
+``max_bytes``, at most ``max_chunks`` chunks a collection. The ``Authorization`` value comes by
+reference and is never in a message. Pages are read by offset: a chunk added or deleted meanwhile
+may shift a page, so a chunk id seen twice is taken once, and the count the server gives at the end
+must match what was read, else the sync fails (and the next one reads a store at rest).
 """
 
 from __future__ import annotations
 
-import json
-import time
 from typing import Any
 from urllib.parse import quote
 
 import httpx
 
 from ragmon.collectors.catalog_sources.base import SourceError
-from ragmon.monitor.config.catalog_sources import ChromaSourceConfig, check_manifest_url
-from ragmon.monitor.config.settings import mask_url
+from ragmon.collectors.catalog_sources.json_api import JsonApi, NotFound
+from ragmon.monitor.config.catalog_sources import ChromaSourceConfig
 
 
 class ChromaServer:
@@ -35,20 +34,17 @@ class ChromaServer:
                  transport: httpx.BaseTransport | None = None) -> None:
         assert config.url is not None
         self._config = config
-        self._base = (f"{config.url.rstrip('/')}/api/v2/tenants/{quote(config.chroma_tenant, safe='')}"
-                      f"/databases/{quote(config.chroma_database, safe='')}/collections")
-        headers = {"Accept-Encoding": "identity", "Content-Type": "application/json"}
-        if authorization:
-            headers["Authorization"] = authorization
-        self._client = httpx.Client(follow_redirects=False, transport=transport, trust_env=False, headers=headers)
-        self._deadline = time.monotonic() + config.timeout_seconds
-        self._left = config.max_bytes
+        base = (f"{config.url.rstrip('/')}/api/v2/tenants/{quote(config.chroma_tenant, safe='')}"
+                f"/databases/{quote(config.chroma_database, safe='')}/collections")
+        self._api = JsonApi(base, allowed_hosts=config.allowed_hosts,
+                            headers={"Authorization": authorization} if authorization else {},
+                            timeout=config.timeout_seconds, max_bytes=config.max_bytes, transport=transport)
 
     def __enter__(self) -> ChromaServer:
         return self
 
     def __exit__(self, *_: object) -> None:
-        self._client.close()
+        self._api.__exit__()
 
     def chunks(self, collection: str, keys: list[str]) -> list[dict[str, Any]]:
         """The metadata of every chunk of ``collection`` (keys beyond ``keys`` dropped)."""
@@ -79,46 +75,11 @@ class ChromaServer:
         return chunks
 
     def _call(self, method: str, path: str, body: dict | None, collection: str) -> Any:
-        url = self._base + path
-        shown = mask_url(self._config.url or "")
         try:
-            check_manifest_url(url, self._config.allowed_hosts)
-        except ValueError as problem:
-            raise SourceError("not_allowed", f"{shown}: {problem}") from None
-        left = self._deadline - time.monotonic()
-        if left <= 0:
-            raise SourceError("timeout", f"{shown}: not read within {self._config.timeout_seconds:g} s")
-        try:
-            with self._client.stream(method, url, content=json.dumps(body) if body is not None else None,
-                                     timeout=httpx.Timeout(left)) as response:
-                data = self._body(response, shown)
-                status = response.status_code
-        except httpx.TimeoutException:
-            raise SourceError("timeout", f"{shown}: no answer within {self._config.timeout_seconds:g} s") from None
-        except httpx.HTTPError as error:
-            raise SourceError("unavailable", f"{shown}: {type(error).__name__}") from None
-        if status == 404:
-            raise SourceError("unavailable", f"{shown}: collection {collection!r} not found in Chroma's "
-                              f"{self._config.chroma_tenant}/{self._config.chroma_database}")
-        if status != 200:  # a redirect too: never followed
-            raise SourceError("unavailable", f"{shown}: HTTP {status}")
-        try:
-            return json.loads(data)
-        except (ValueError, RecursionError):
-            raise SourceError("bad_format", f"{shown}: an answer that is not JSON") from None
-
-    def _body(self, response: httpx.Response, shown: str) -> bytes:
-        if response.headers.get("content-encoding", "identity").lower() not in ("identity", ""):
-            raise SourceError("bad_format", f"{shown}: a compressed answer, though identity was asked for")
-        chunks = []
-        for chunk in response.iter_bytes():
-            self._left -= len(chunk)
-            if self._left < 0:
-                raise SourceError("too_large", f"{shown}: answers of more than {self._config.max_bytes} bytes")
-            if time.monotonic() > self._deadline:
-                raise SourceError("timeout", f"{shown}: not read within {self._config.timeout_seconds:g} s")
-            chunks.append(chunk)
-        return b"".join(chunks)
+            return self._api.call(method, path, body)
+        except NotFound:
+            raise SourceError("unavailable", f"collection {collection!r} not found in Chroma's "
+                              f"{self._config.chroma_tenant}/{self._config.chroma_database}") from None
 
 
 def _page(page: Any, collection: str) -> tuple[list[str], list[dict[str, Any] | None]]:
