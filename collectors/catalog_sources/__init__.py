@@ -13,6 +13,7 @@ from ragmon.collectors.catalog_sources.base import CatalogSource, SourceContext
 from ragmon.collectors.catalog_sources.chroma import ChromaSource
 from ragmon.collectors.catalog_sources.folder import FolderSource
 from ragmon.collectors.catalog_sources.manifest import ManifestSource
+from ragmon.collectors.catalog_sources.qdrant import QdrantSource
 
 #: kind (the config entry's ``kind``) -> the source made from the entry and the context
 SOURCE_KINDS: dict[str, Callable[..., CatalogSource]] = {
@@ -20,6 +21,7 @@ SOURCE_KINDS: dict[str, Callable[..., CatalogSource]] = {
     "manifest": ManifestSource,
     # index-entry sources of vector stores
     "chroma": ChromaSource,
+    "qdrant": QdrantSource,
 }
 
 

@@ -184,26 +184,17 @@ def check_manifest_url(url: str, allowed_hosts: list[str]) -> str:
     return url
 
 
-# --- index entries of a Chroma vector store -------------------------------------------------------------
+# --- index entries of vector stores ---------------------------------------------------------------------
 
 
-class ChromaSourceConfig(SourceEntry):
-    """A Chroma vector store, as the index entries of its collections: a persistent directory (read-only, no
-    Chroma needed) or a `chroma run` server (HTTP API v2). The chunks of one document (by `doc_id_key`) are one
-    index entry."""
+class VectorStoreEntry(SourceEntry):
+    """What every vector-store source has: the collections read, the chunk metadata keys that say what
+    each chunk is of, and the bounds of reading a server."""
 
-    kind: Literal["chroma"] = Field(description="`chroma`.")
-    path: Path | None = Field(None, description="The persistent directory (`chromadb.PersistentClient(path=…)`), "
-                              "holding `chroma.sqlite3`; opened read-only (or `url`).")
-    url: str | None = Field(None, description="The server's base URL (`chroma run`), e.g. "
-                            "`https://chroma.internal:8000`: https, or http on a loopback address; its host must "
-                            "be in `allowed_hosts`. No credentials in it: see `auth_header`.")
     collections: list[str] = Field(min_length=1, description="The collections read, by name; one missing fails the "
                                    "sync.")
     index_names: dict[str, str] = Field(default_factory=dict, description="The index (the name traces give it) of "
                                         "a collection whose name is not that index's, e.g. `{docs_v3: policies}`.")
-    chroma_tenant: str = Field("default_tenant", description="Chroma's own tenant the collections are in.")
-    chroma_database: str = Field("default_database", description="Chroma's database the collections are in.")
     doc_id_key: str = Field("doc_id", description="Chunk metadata key of the document id (e.g. LangChain's "
                             "`source`, LlamaIndex's `file_path`); `id_prefix` is put before it, then the join rule. "
                             "A chunk without it is refused (`bad_record`).")
@@ -213,35 +204,24 @@ class ChromaSourceConfig(SourceEntry):
                              "document holding several versions: the oldest is the entry's version.")
     acl_keys: dict[str, str] = Field(
         default_factory=lambda: {"acl": ""}, description="Chunk metadata keys that hold readers, each with the "
-        "prefix given to a bare name in it (as the folder source's). A value is a list (Chroma 1.x keeps lists) or "
-        "a string read by the one ACL rule (comma-separated, or a JSON array). Chunks of one document that differ: "
-        "the entry's ACL is all of them (whoever any chunk admits). No key on any chunk: unknown.")
+        "prefix given to a bare name in it (as the folder source's). A value is a list or a string read by the one "
+        "ACL rule (comma-separated, or a JSON array). Chunks of one document that differ: the entry's ACL is all of "
+        "them (whoever any chunk admits). No key on any chunk: unknown.")
     indexed_at_key: str | None = Field(
         "indexed_at", description="Chunk metadata key of the time the chunk was embedded (Unix seconds or "
         "milliseconds, ISO 8601 with an offset). Absent from every chunk of a version: the time of the first sync "
         "that saw that version.")
     embedding_model: str | None = Field(None, description="The embedding model the collections were embedded "
-                                        "with, given to every entry (Chroma does not keep it).")
+                                        "with, given to every entry (the stores do not keep it).")
     max_chunks: PositiveInt = Field(
         1_000_000, description="Chunks one collection may hold; more fail the sync (a collection read in part would "
         "show the rest as removed).")
     allowed_hosts: list[str] = Field(default_factory=list, description="Hosts `url` may name; a redirect is not "
                                      "followed.")
-    auth_header: SecretRef | None = Field(
-        None, description="Reference (`env:VARIABLE` or `file:/path`) to the `Authorization` header value sent to "
-        "the server (Chroma's token auth: `Bearer …`); read at each sync, never logged.")
-    timeout_seconds: PositiveFloat = Field(30.0, description="Time the whole read of the server may take.")
-    max_bytes: PositiveInt = Field(256 * 1024 * 1024, description="Bytes the server's answers may hold in all in "
+    timeout_seconds: PositiveFloat = Field(30.0, description="Time the whole read of a server may take.")
+    max_bytes: PositiveInt = Field(256 * 1024 * 1024, description="Bytes a server's answers may hold in all in "
                                    "one sync; more fail it.")
-    page_size: int = Field(1000, ge=1, le=100_000, description="Chunks asked of the server per request.")
-
-    @model_validator(mode="after")
-    def _one_store(self) -> ChromaSourceConfig:
-        if (self.path is None) == (self.url is None):
-            raise ValueError("set path or url, one of them")
-        if self.url is not None:
-            check_manifest_url(self.url, self.allowed_hosts)
-        return self
+    page_size: int = Field(1000, ge=1, le=100_000, description="Chunks asked of a server per request.")
 
     @field_validator("allowed_hosts")
     @classmethod
@@ -254,8 +234,60 @@ class ChromaSourceConfig(SourceEntry):
         return FolderSourceConfig._acl_keys(keys)
 
 
-CatalogSourceConfig = Annotated[FolderSourceConfig | ManifestSourceConfig | ChromaSourceConfig,
+class ChromaSourceConfig(VectorStoreEntry):
+    """A Chroma vector store, as the index entries of its collections: a persistent directory (read-only, no
+    Chroma needed) or a `chroma run` server (HTTP API v2). The chunks of one document (by `doc_id_key`) are one
+    index entry."""
+
+    kind: Literal["chroma"] = Field(description="`chroma`.")
+    path: Path | None = Field(None, description="The persistent directory (`chromadb.PersistentClient(path=…)`), "
+                              "holding `chroma.sqlite3`; opened read-only (or `url`).")
+    url: str | None = Field(None, description="The server's base URL (`chroma run`), e.g. "
+                            "`https://chroma.internal:8000`: https, or http on a loopback address; its host must "
+                            "be in `allowed_hosts`. No credentials in it: see `auth_header`.")
+    chroma_tenant: str = Field("default_tenant", description="Chroma's own tenant the collections are in.")
+    chroma_database: str = Field("default_database", description="Chroma's database the collections are in.")
+    auth_header: SecretRef | None = Field(
+        None, description="Reference (`env:VARIABLE` or `file:/path`) to the `Authorization` header value sent to "
+        "the server (Chroma's token auth: `Bearer …`); read at each sync, never logged.")
+
+    @model_validator(mode="after")
+    def _one_store(self) -> ChromaSourceConfig:
+        if (self.path is None) == (self.url is None):
+            raise ValueError("set path or url, one of them")
+        if self.url is not None:
+            check_manifest_url(self.url, self.allowed_hosts)
+        return self
+
+
+class QdrantSourceConfig(VectorStoreEntry):
+    """A Qdrant server, as the index entries of its collections (REST API: scroll). The chunks (points) of one
+    document are one index entry. Qdrant's local mode (`QdrantClient(path=…)`) is not read."""
+
+    kind: Literal["qdrant"] = Field(description="`qdrant`.")
+    url: str = Field(description="The server's base URL, e.g. `https://qdrant.internal:6333`: https, or http on a "
+                     "loopback address; its host must be in `allowed_hosts`. No credentials in it: see `api_key`.")
+    api_key: SecretRef | None = Field(None, description="Reference (`env:VARIABLE` or `file:/path`) to the API key "
+                                      "sent as Qdrant's `api-key` header; read at each sync, never logged.")
+    metadata_key: str | None = Field(
+        None, description="The payload key holding the chunk's metadata when it is nested (LangChain's "
+        "`QdrantVectorStore` keeps it under `metadata`); unset: the payload itself (LlamaIndex).")
+    path: Path | None = Field(None, description="Not supported: Qdrant's local mode keeps points as Python pickles, "
+                              "which ragmon never loads (loading one runs code); serve the collection with a Qdrant "
+                              "server and give `url`.")
+
+    @model_validator(mode="after")
+    def _server_only(self) -> QdrantSourceConfig:
+        if self.path is not None:
+            raise ValueError("path: Qdrant's local mode is not read (its points are Python pickles, and loading "
+                             "one runs code); serve the collection with a Qdrant server and give url")
+        check_manifest_url(self.url, self.allowed_hosts)
+        return self
+
+
+CatalogSourceConfig = Annotated[FolderSourceConfig | ManifestSourceConfig | ChromaSourceConfig | QdrantSourceConfig,
                                 Field(discriminator="kind")]
 
 #: every kind's model, for the generated reference (docs/configuration.md)
-SOURCE_MODELS: tuple[type[SourceEntry], ...] = (FolderSourceConfig, ManifestSourceConfig, ChromaSourceConfig)
+SOURCE_MODELS: tuple[type[SourceEntry], ...] = (FolderSourceConfig, ManifestSourceConfig, ChromaSourceConfig,
+                                                QdrantSourceConfig)

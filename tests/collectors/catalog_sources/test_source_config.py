@@ -17,7 +17,9 @@ from ragmon.monitor.config.catalog_sources import SOURCE_MODELS
 from ragmon.monitor.config.settings import ConfigError, load_settings
 
 MINIMAL = {"folder": {"root": "/srv/docs"}, "manifest": {"path": "/srv/manifest.jsonl"},
-           "chroma": {"path": "/srv/chroma", "collections": ["docs"]}}
+           "chroma": {"path": "/srv/chroma", "collections": ["docs"]},
+           "qdrant": {"url": "https://qdrant.example.com", "allowed_hosts": ["qdrant.example.com"],
+                      "collections": ["docs"]}}
 
 
 def entry(kind: str, **keys) -> dict:

@@ -1,0 +1,120 @@
+"""The Qdrant source: what a Qdrant server holds of each document, as index entries (docs/catalog.md,
+"A Qdrant server").
+
+Each configured collection is read whole through Qdrant's REST API, as qdrant-client 1.20 asks it:
+
+- ``POST /collections/{name}/points/scroll`` with ``{"limit", "offset", "with_payload": true,
+  "with_vector": false}``: ``{"result": {"points": [{"id", "payload"}], "next_page_offset"}}``, pages
+  following ``next_page_offset`` until it is null;
+- ``POST /collections/{name}/points/count`` with ``{"exact": true}``: ``{"result": {"count"}}``, which
+  must match the points read (else the collection was written meanwhile, and the sync fails).
+
+A point's metadata is its payload, or the object under ``metadata_key`` in it (LangChain's
+``QdrantVectorStore`` nests it under ``metadata``); its points fold into one entry per document
+(``chunk_fold``). Bounded by ``json_api`` (allowed hosts, no redirect, one deadline and byte limit);
+the API key is sent as ``api-key`` and never in a message. Qdrant's local mode is refused by the
+configuration: it keeps points as Python pickles, and loading a pickle runs code.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+from urllib.parse import quote
+
+from ragmon.collectors.catalog_sources.base import Snapshot, SourceContext, SourceError
+from ragmon.collectors.catalog_sources.chunk_fold import ChunkKeys, fold
+from ragmon.collectors.catalog_sources.json_api import JsonApi, NotFound
+from ragmon.monitor.config.catalog_sources import QdrantSourceConfig
+from ragmon.monitor.config.secret_refs import UnresolvedSecret, resolve
+
+
+class QdrantSource:
+    """A Qdrant server as index entries (:class:`~ragmon.collectors.catalog_sources.base.CatalogSource`)."""
+
+    def __init__(self, config: QdrantSourceConfig, context: SourceContext) -> None:
+        self.name = config.name
+        self._config = config
+        self._context = context
+        self._keys = ChunkKeys(doc_id=config.doc_id_key, version=config.version_key, acl=config.acl_keys,
+                               indexed_at=config.indexed_at_key, id_prefix=config.id_prefix,
+                               embedding_model=config.embedding_model)
+
+    def read(self) -> Snapshot:
+        config = self._config
+        snapshot = Snapshot(index_entries={})
+        entries = snapshot.index_entries
+        assert entries is not None
+        now = self._context.clock()
+        with JsonApi(config.url, allowed_hosts=config.allowed_hosts, headers=self._headers(),
+                     timeout=config.timeout_seconds, max_bytes=config.max_bytes,
+                     transport=self._context.http_transport) as api:  # type: ignore[arg-type]
+            for collection in config.collections:
+                index = config.index_names.get(collection, collection)
+                folded = fold(index, self._points(api, collection), self._keys, snapshot, now)
+                if folded.keys() & entries.keys():
+                    raise SourceError("bad_format", f"collection {collection!r} and another one hold points of one "
+                                      f"document under the index {index!r}: give each its own name in index_names")
+                entries.update(folded)
+        if len(entries) > config.max_items:
+            for key in sorted(entries)[config.max_items:]:
+                del entries[key]
+                snapshot.refused["too_many"] += 1
+                snapshot.unread_entries.add(key)
+        return snapshot
+
+    def _headers(self) -> dict[str, str]:
+        config = self._config
+        if config.api_key is None:
+            return {}
+        try:
+            return {"api-key": resolve(config.api_key, f"catalog.sources[{config.name}].api_key",
+                                       self._context.environ)}
+        except UnresolvedSecret as problem:
+            raise SourceError("unavailable", str(problem)) from None
+
+    def _points(self, api: JsonApi, collection: str) -> list[dict[str, Any]]:
+        """The metadata of every point of ``collection``, in the server's order (by point id)."""
+        config = self._config
+        path = f"/collections/{quote(collection, safe='')}/points"
+        chunks: list[dict[str, Any]] = []
+        seen: set[str] = set()
+        offset: Any = None
+        while True:
+            result = self._result(api, f"{path}/scroll", {"limit": config.page_size, "offset": offset,
+                                                          "with_payload": True, "with_vector": False}, collection)
+            points, offset = result.get("points"), result.get("next_page_offset")
+            if not isinstance(points, list) or not all(isinstance(p, dict) and "id" in p for p in points):
+                raise SourceError("bad_format", f"collection {collection!r}: a scroll page that is not Qdrant's "
+                                  "{points, next_page_offset}")
+            for point in points:
+                if str(point["id"]) not in seen:
+                    seen.add(str(point["id"]))
+                    chunks.append(self._metadata(point.get("payload")))
+            if len(seen) > config.max_chunks:
+                raise SourceError("too_large", f"collection {collection!r} holds more than max_chunks "
+                                  f"({config.max_chunks}) points")
+            if offset is None:
+                break
+        count = self._result(api, f"{path}/count", {"exact": True}, collection).get("count")
+        if count != len(seen):
+            raise SourceError("unavailable", f"collection {collection!r} changed while it was read ({len(seen)} "
+                              f"points read, {count} held); the next sync reads it again")
+        return chunks
+
+    def _metadata(self, payload: Any) -> dict[str, Any]:
+        if not isinstance(payload, dict):
+            return {}
+        if self._config.metadata_key is None:
+            return payload
+        nested = payload.get(self._config.metadata_key)
+        return nested if isinstance(nested, dict) else {}
+
+    def _result(self, api: JsonApi, path: str, body: dict, collection: str) -> dict[str, Any]:
+        try:
+            answer = api.call("POST", path, body)
+        except NotFound:
+            raise SourceError("unavailable", f"collection {collection!r} not found on the Qdrant server") from None
+        result = answer.get("result") if isinstance(answer, dict) else None
+        if not isinstance(result, dict):
+            raise SourceError("bad_format", f"collection {collection!r}: an answer without Qdrant's result")
+        return result
