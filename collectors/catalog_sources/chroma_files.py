@@ -20,8 +20,9 @@ a future Chroma that moves its data is seen at once instead of read as an empty 
   ahead of the segment (a writer stopped before applying it) fails the sync: the segment is not yet
   what the index serves.
 
-The file is opened with ``mode=ro`` (nothing is ever written or locked for writing: an app keeps
-writing while a sync reads) and read in one transaction, so one collection is read at one moment.
+The file is opened with ``mode=ro`` (nothing is ever written) and read in one transaction, so the
+store is read as it was at one moment; a writer waits to commit meanwhile (SQLite's rollback
+journal, which Chroma uses, lets a reader hold a commit back), at most for one sync's read.
 """
 
 from __future__ import annotations

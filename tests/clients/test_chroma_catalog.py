@@ -6,12 +6,10 @@ ragmon's code; a store whose schema lacks a table or column ragmon relies on fai
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import shutil
 import sqlite3
-import subprocess
 import time
 from collections import defaultdict
 from datetime import datetime
@@ -25,8 +23,8 @@ from ragmon.collectors.catalog_sources.base import SourceContext, SourceError
 from ragmon.collectors.catalog_sources.chroma import ChromaSource
 from ragmon.monitor.app.cli import main
 from ragmon.monitor.config.catalog_sources import ChromaSourceConfig
-from tests.clients.conftest import APPS
-from tests.services.harness import Service, clients_dir, clients_python, free_port, http_get
+from tests.clients.chroma_store import blob_id, markdown, run_chroma_app
+from tests.services.harness import Service, clients_dir, free_port, http_get
 
 CORPUS = {  # path -> (readers in the front matter, body)
     "policies/leave.md": (["group:staff"], "Staff carry over five days of leave each year. Requests go to the "
@@ -35,26 +33,6 @@ CORPUS = {  # path -> (readers in the front matter, body)
     "policies/travel.md": (["group:staff"], "Book trains for trips under four hours. Hotels are booked by the "
                            "travel desk and paid by the company card."),
 }
-
-
-def markdown(acl: list[str], body: str) -> str:
-    return f"---\nacl: [{', '.join(acl)}]\n---\n# Policy\n{body}\n"
-
-
-def blob_id(path: Path) -> str:
-    data = path.read_bytes()  # git hash-object, as the folder source's docs give it
-    return hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest()
-
-
-def run_chroma_app(tmp_path: Path, mode: str, plan: dict[str, Any], exports: tuple[str, ...] = (),
-                   tenant: str = "acme") -> dict[str, Any]:
-    plan_file = tmp_path / f"chroma-{mode}-{time.monotonic_ns()}.json"
-    plan_file.write_text(json.dumps(plan))
-    done = subprocess.run([str(clients_python()), str(APPS / "chroma_catalog_app.py"), "--mode", mode, "--tenant",
-                           tenant, "--plan", str(plan_file), *exports], capture_output=True, text=True, timeout=300,
-                          cwd=APPS)
-    assert done.returncode == 0, f"chroma_catalog_app {mode} failed:\n{done.stderr[-4000:]}"
-    return json.loads(done.stdout.strip().splitlines()[-1])
 
 
 def expected_entries(held: dict[str, Any], old_versions: dict[str, str]) -> dict[str, tuple]:

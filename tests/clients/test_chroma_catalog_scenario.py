@@ -19,7 +19,7 @@ import pytest
 from ragmon.collectors.catalog_sources.base import SourceContext
 from ragmon.collectors.catalog_sources.chroma import ChromaSource
 from ragmon.monitor.config.catalog_sources import ChromaSourceConfig
-from tests.clients.test_chroma_catalog import markdown, run_chroma_app
+from tests.clients.chroma_store import markdown, run_chroma_app
 from tests.collectors.catalog_sources.gitrepo import GitRepo
 from tests.ragmon_process import RagmonServer, scraped
 
