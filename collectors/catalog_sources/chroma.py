@@ -13,7 +13,7 @@ from __future__ import annotations
 from ragmon.collectors.catalog_sources.base import Snapshot, SourceContext, SourceError
 from ragmon.collectors.catalog_sources.chroma_files import ChromaFiles
 from ragmon.collectors.catalog_sources.chroma_server import ChromaServer
-from ragmon.collectors.catalog_sources.chunk_fold import ChunkKeys, fold
+from ragmon.collectors.catalog_sources.chunk_fold import ChunkKeys, fold, keep_at_most
 from ragmon.monitor.config.catalog_sources import ChromaSourceConfig
 from ragmon.monitor.config.secret_refs import UnresolvedSecret, resolve
 
@@ -43,13 +43,7 @@ class ChromaSource:
                                       f"one document under the index {index!r}: give each its own name in "
                                       "index_names")
                 snapshot.index_entries.update(entries)  # type: ignore[union-attr]
-        entries = snapshot.index_entries
-        assert entries is not None
-        if len(entries) > config.max_items:
-            for key in sorted(entries)[config.max_items:]:
-                del entries[key]
-                snapshot.refused["too_many"] += 1
-                snapshot.unread_entries.add(key)
+        keep_at_most(snapshot, config.max_items)
         return snapshot
 
     def _store(self) -> ChromaFiles | ChromaServer:

@@ -108,6 +108,17 @@ def fold(index: str, chunks: Iterable[Mapping[str, Any]], keys: ChunkKeys, snaps
     return entries
 
 
+def keep_at_most(snapshot: Snapshot, max_items: int) -> None:
+    """Refuse the index entries of ``snapshot`` beyond ``max_items``, in the order of their keys
+    (``too_many``): they keep their last state."""
+    entries = snapshot.index_entries
+    assert entries is not None
+    for key in sorted(entries)[max_items:]:
+        del entries[key]
+        snapshot.refused["too_many"] += 1
+        snapshot.unread_entries.add(key)
+
+
 def _version(value: Any) -> str | None:
     if isinstance(value, bool) or not isinstance(value, str | int):
         return None

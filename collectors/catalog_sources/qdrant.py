@@ -22,7 +22,7 @@ from typing import Any
 from urllib.parse import quote
 
 from ragmon.collectors.catalog_sources.base import Snapshot, SourceContext, SourceError
-from ragmon.collectors.catalog_sources.chunk_fold import ChunkKeys, fold
+from ragmon.collectors.catalog_sources.chunk_fold import ChunkKeys, fold, keep_at_most
 from ragmon.collectors.catalog_sources.json_api import JsonApi, NotFound
 from ragmon.monitor.config.catalog_sources import QdrantSourceConfig
 from ragmon.monitor.config.secret_refs import UnresolvedSecret, resolve
@@ -55,11 +55,7 @@ class QdrantSource:
                     raise SourceError("bad_format", f"collection {collection!r} and another one hold points of one "
                                       f"document under the index {index!r}: give each its own name in index_names")
                 entries.update(folded)
-        if len(entries) > config.max_items:
-            for key in sorted(entries)[config.max_items:]:
-                del entries[key]
-                snapshot.refused["too_many"] += 1
-                snapshot.unread_entries.add(key)
+        keep_at_most(snapshot, config.max_items)
         return snapshot
 
     def _headers(self) -> dict[str, str]:

@@ -45,9 +45,10 @@ def expected_entries(held: dict[str, Any], old_versions: dict[str, str]) -> dict
     for doc_id, mine in chunks.items():
         versions = {m["doc_version"] for m in mine}
         version = old_versions[doc_id] if len(versions) > 1 else versions.pop()
-        readers = []
+        readers: list[str] = []
         for m in mine:
-            readers += [r.strip() for r in m["acl"].split(",") if r.strip() not in readers]
+            written = m["acl"] if isinstance(m["acl"], list) else [r.strip() for r in m["acl"].split(",")]
+            readers += [r for r in written if r not in readers]
         latest = max(datetime.fromisoformat(m["indexed_at"]).timestamp() for m in mine if m["doc_version"] == version)
         out[doc_id] = (version, len(mine), readers, latest)
     return out
@@ -103,6 +104,19 @@ def test_a_persistent_directory_written_by_langchain_is_read_as_one_entry_per_do
     expected = expected_entries(store["held"], store["old"])
     assert len(expected) == len(CORPUS) and expected[str(store["root"] / "policies/leave.md")][1] >= 3
     assert entries_read(path=store["persist"]) == expected
+
+
+def test_readers_kept_as_chroma_lists_are_read_from_the_directory(tmp_path):
+    root, persist = tmp_path / "corpus", tmp_path / "chroma"
+    for rel, (acl, body) in CORPUS.items():
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / rel).write_text(markdown(acl, body))
+    held = run_chroma_app(tmp_path, "ingest", {"root": str(root), "persist": str(persist), "collection": "policies",
+                                               "acl_as_list": True})
+    assert all(isinstance(m["acl"], list) for m in held["metadatas"])  # Chroma gives them back as lists
+    read = entries_read(path=persist)
+    assert read == expected_entries(held, {})
+    assert read[str(root / "policies/pay.md")][2] == ["group:staff", "group:payroll"]
 
 
 def test_a_chroma_run_server_gives_the_same_entries(store, tmp_path):

@@ -5,7 +5,8 @@ and splitter, then questions answered from that store, as an app that indexes it
 front matter names its readers (``acl``); ``RecursiveCharacterTextSplitter`` cuts its body into
 chunks, each upserted into the collection with the metadata an indexer writes for the catalog:
 ``doc_id`` (the loader's ``source``: the file's path), ``doc_version`` (the git blob id of the
-file's bytes), ``acl`` (comma-separated: Chroma keeps scalars), ``indexed_at`` (ISO 8601, UTC).
+file's bytes), ``acl`` (comma-separated, as LangChain's Chroma store needs scalars; a list when
+``plan["acl_as_list"]``), ``indexed_at`` (ISO 8601, UTC).
 ``plan["paths"]`` limits it to some documents and ``plan["first_chunks"]`` to their first chunks
 (a re-indexing cut short). Prints what Chroma's own client reads back: ``{"ids", "metadatas"}``.
 
@@ -73,8 +74,8 @@ def ingest() -> None:
         front, body = split_front_matter(document.page_content)
         metadata = {"source": source, "doc_id": source, "doc_version": version,
                     "indexed_at": datetime.now(UTC).isoformat()}
-        if front.get("acl") is not None:
-            metadata["acl"] = ", ".join(front["acl"])
+        if front.get("acl") is not None:  # a list where the plan asks (Chroma 1.x keeps non-empty lists)
+            metadata["acl"] = list(front["acl"]) if plan.get("acl_as_list") else ", ".join(front["acl"])
         chunks = splitter.split_documents([Document(page_content=body, metadata=metadata)])
         for n, chunk in enumerate(chunks[: plan.get("first_chunks")]):
             ids.append(f"{source}#{n}")

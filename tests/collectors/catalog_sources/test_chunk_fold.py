@@ -5,7 +5,7 @@ cannot be read counted. The stores' own schemas are tested in tests/clients/test
 from __future__ import annotations
 
 from ragmon.collectors.catalog_sources.base import Snapshot
-from ragmon.collectors.catalog_sources.chunk_fold import ChunkKeys, fold
+from ragmon.collectors.catalog_sources.chunk_fold import ChunkKeys, fold, keep_at_most
 
 KEYS = ChunkKeys(doc_id="source", version="doc_version", acl={"acl": "", "groups": "group:"},
                  indexed_at="indexed_at", id_prefix="corpus/", embedding_model="embed-1")
@@ -79,3 +79,11 @@ def test_chunks_that_cannot_be_read_are_counted_and_their_documents_keep_their_l
     assert (b.version, b.chunks, b.acl) == ("v2", 2, None)
     assert snapshot.refused == {"bad_record": 5}
     assert snapshot.unread_entries == {("policies", "corpus/a.md")}
+
+
+def test_entries_beyond_max_items_are_refused_in_the_order_of_their_keys():
+    folded, snapshot = entries([{"source": name, "doc_version": "v"} for name in ("c.md", "a.md", "b.md")])
+    snapshot.index_entries = folded
+    keep_at_most(snapshot, 2)
+    assert sorted(snapshot.index_entries) == [("policies", "corpus/a.md"), ("policies", "corpus/b.md")]
+    assert snapshot.refused == {"too_many": 1} and snapshot.unread_entries == {("policies", "corpus/c.md")}
