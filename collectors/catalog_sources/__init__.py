@@ -14,6 +14,7 @@ from ragmon.collectors.catalog_sources.chroma import ChromaSource
 from ragmon.collectors.catalog_sources.folder import FolderSource
 from ragmon.collectors.catalog_sources.manifest import ManifestSource
 from ragmon.collectors.catalog_sources.qdrant import QdrantSource
+from ragmon.collectors.catalog_sources.record_manager import RecordManagerSource
 
 #: kind (the config entry's ``kind``) -> the source made from the entry and the context
 SOURCE_KINDS: dict[str, Callable[..., CatalogSource]] = {
@@ -22,6 +23,8 @@ SOURCE_KINDS: dict[str, Callable[..., CatalogSource]] = {
     # index-entry sources of vector stores
     "chroma": ChromaSource,
     "qdrant": QdrantSource,
+    # index entries kept in SQL and JSON
+    "record_manager": RecordManagerSource,
 }
 
 

@@ -285,9 +285,85 @@ class QdrantSourceConfig(VectorStoreEntry):
         return self
 
 
-CatalogSourceConfig = Annotated[FolderSourceConfig | ManifestSourceConfig | ChromaSourceConfig | QdrantSourceConfig,
+
+# -- index entries kept in SQL: the record manager --------------
+
+class SqlDatabase(ConfigSection):
+    """Where a SQL index-entry source reads: a SQLite file or a database URL, the password by reference."""
+
+    path: Path | None = Field(None, description="A SQLite file, opened read-only (or `url`).")
+    url: str | None = Field(None, description="A SQLAlchemy URL, e.g. `postgresql+psycopg://ragmon@db:5432/rag` "
+                            "(PostgreSQL needs the `postgres` extra). No password in it: see `password`.")
+    password: SecretRef | None = Field(None, description="Reference (`env:VARIABLE` or `file:/path`) to the "
+                                       "password for `url`; read at each sync, never logged.")
+    timeout_seconds: PositiveFloat = Field(30.0, description="Time the query may run (PostgreSQL's "
+                                           "`statement_timeout`; for SQLite, checked as it steps) and the time to "
+                                           "connect.")
+    max_rows: PositiveInt = Field(1_000_000, description="Rows one sync reads at most; a query returning more fails "
+                                  "the sync (rows cut short are not a list of deletions).")
+
+    @model_validator(mode="after")
+    def _one_database(self) -> SqlDatabase:
+        if (self.path is None) == (self.url is None):
+            raise ValueError("set path (a SQLite file) or url, one of them")
+        if self.url is not None:
+            check_database_url(self.url)
+        elif self.password is not None:
+            raise ValueError("password: a SQLite file takes none")
+        return self
+
+
+def check_database_url(url: str) -> str:
+    """``url`` when it names a database with no password in it; ValueError naming what is wrong
+    (never quoting the URL, which may hold the password)."""
+    match = re.fullmatch(r"([A-Za-z0-9_+]+)://(?:([^:@/]*)(?::([^@/]*))?@)?[^/]*(/.*)?", url)
+    if match is None:
+        raise ValueError("url: must be a SQLAlchemy URL such as postgresql+psycopg://user@host:5432/database")
+    if match[3] is not None:
+        raise ValueError("url: holds a password; give it by reference in password")
+    return url
+
+
+class RecordManagerSourceConfig(SourceEntry, SqlDatabase):
+    """LangChain's indexing record manager (`SQLRecordManager`): which source document each indexed chunk came
+    from (`group_id`), its hash (`key`) and when it was written (`updated_at`), in table `upsertion_record`."""
+
+    kind: Literal["record_manager"] = Field(description="`record_manager`.")
+    namespace: str = Field(min_length=1, description="The record manager's namespace (`SQLRecordManager(namespace, "
+                           "...)`), e.g. `chroma/policies`.")
+    index: str | None = Field(None, min_length=1, description="The index name passages are served under (the "
+                              "trace's `index`); unset: the namespace.")
+    id_prefix: str = Field("", description="Put before each `group_id` (the `source_id_key` value) to make the "
+                           "document id.")
+    version_pattern: str | None = Field(
+        None, description="Regular expression with a group `version` searched in each record's `key`, when "
+        "`index()` ran with a `key_encoder` that writes the document's version into the key (e.g. "
+        "`^(?P<version>[0-9a-f]{40}):`); the document's version is that of its newest record. Unset: LangChain's "
+        "own hashes: the key of a document's one record, or `sha256:` and the SHA-256 of its records' keys, "
+        "sorted, one per line.")
+
+    @field_validator("version_pattern")
+    @classmethod
+    def _version_group(cls, value: str | None) -> str | None:
+        return _with_group(value, "version", r"^(?P<version>[0-9a-f]{40}):")
+
+
+def _with_group(value: str | None, group: str, example: str) -> str | None:
+    if value is None:
+        return value
+    try:
+        compiled = re.compile(value)
+    except re.error as error:
+        raise ValueError(f"not a valid regular expression: {error}") from None
+    if group not in compiled.groupindex:
+        raise ValueError(f"needs a named group `{group}`, e.g. {example}")
+    return value
+
+
+CatalogSourceConfig = Annotated[FolderSourceConfig | ManifestSourceConfig | ChromaSourceConfig | QdrantSourceConfig
+                                | RecordManagerSourceConfig,
                                 Field(discriminator="kind")]
 
 #: every kind's model, for the generated reference (docs/configuration.md)
 SOURCE_MODELS: tuple[type[SourceEntry], ...] = (FolderSourceConfig, ManifestSourceConfig, ChromaSourceConfig,
-                                                QdrantSourceConfig)
+                                                QdrantSourceConfig, RecordManagerSourceConfig)

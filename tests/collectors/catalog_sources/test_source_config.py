@@ -20,6 +20,7 @@ MINIMAL = {"folder": {"root": "/srv/docs"}, "manifest": {"path": "/srv/manifest.
            "chroma": {"path": "/srv/chroma", "collections": ["docs"]},
            "qdrant": {"url": "https://qdrant.example.com", "allowed_hosts": ["qdrant.example.com"],
                       "collections": ["docs"]}}
+MINIMAL.update({"record_manager": {"path": "/srv/records.db", "namespace": "chroma/docs"}})
 
 
 def entry(kind: str, **keys) -> dict:
