@@ -15,6 +15,7 @@ from ragmon.collectors.catalog_sources.folder import FolderSource
 from ragmon.collectors.catalog_sources.manifest import ManifestSource
 from ragmon.collectors.catalog_sources.qdrant import QdrantSource
 from ragmon.collectors.catalog_sources.record_manager import RecordManagerSource
+from ragmon.collectors.catalog_sources.sql import SqlSource
 
 #: kind (the config entry's ``kind``) -> the source made from the entry and the context
 SOURCE_KINDS: dict[str, Callable[..., CatalogSource]] = {
@@ -25,6 +26,7 @@ SOURCE_KINDS: dict[str, Callable[..., CatalogSource]] = {
     "qdrant": QdrantSource,
     # index entries kept in SQL and JSON
     "record_manager": RecordManagerSource,
+    "sql": SqlSource,
 }
 
 

@@ -16,7 +16,7 @@ from urllib.parse import urlsplit
 from pydantic import Field, NonNegativeFloat, PositiveFloat, PositiveInt, field_validator, model_validator
 
 from ragmon.monitor.config.secret_refs import SecretRef
-from ragmon.monitor.config.section import ConfigSection
+from ragmon.monitor.config.section import ConfigSection, TimeZoneName
 
 _SOURCE_NAME = re.compile(r"[A-Za-z0-9_.:-]{1,64}")
 _HOST = re.compile(r"[A-Za-z0-9_](?:[A-Za-z0-9_.-]*[A-Za-z0-9_])?", re.ASCII)
@@ -286,7 +286,7 @@ class QdrantSourceConfig(VectorStoreEntry):
 
 
 
-# -- index entries kept in SQL: the record manager --------------
+# -- index entries kept in SQL: the record manager, a SQL query --------------
 
 class SqlDatabase(ConfigSection):
     """Where a SQL index-entry source reads: a SQLite file or a database URL, the password by reference."""
@@ -360,10 +360,47 @@ def _with_group(value: str | None, group: str, example: str) -> str | None:
     return value
 
 
+class SqlColumns(ConfigSection):
+    """Which column of the query's result holds each part of an index entry."""
+
+    doc_id: str = Field("doc_id", description="The document id (required in every row).")
+    version: str = Field("version", description="The version indexed (required).")
+    indexed_at: str = Field("indexed_at", description="When it was indexed: a timestamp, Unix seconds or "
+                            "milliseconds, or an ISO 8601 string (required).")
+    acl: str | None = Field("acl", description="Readers the index holds: a list (a JSON array) or a string of "
+                            "principals, read by the one ACL rule; null in a row: unknown. null here: not read.")
+    index: str | None = Field(None, description="The index name; null here: the source's `index`.")
+
+
+class SqlSourceConfig(SourceEntry, SqlDatabase):
+    """Any SQL table or query that says what an index holds: one row per chunk (or per document)."""
+
+    kind: Literal["sql"] = Field(description="`sql`.")
+    query: str = Field(min_length=1, description="The query, run in a read-only transaction; rows of one document "
+                       "fold into one index entry (chunks: the rows, version, ACL: the newest row's). Bound "
+                       "parameters are written `:name` and given in `parameters`.")
+    parameters: dict[str, str] = Field(default_factory=dict, description="Values of the query's `:name` "
+                                       "parameters, e.g. `{collection: policies}`.")
+    columns: SqlColumns = Field(default_factory=SqlColumns, description="Column names of the result, e.g. "
+                                "`{doc_id: source, version: doc_version}`.")
+    index: str | None = Field(None, min_length=1, description="The index name of every row (or `columns.index`).")
+    id_prefix: str = Field("", description="Put before each document id.")
+    time_zone: TimeZoneName | None = Field(
+        None, description="IANA zone of times without an offset (a `timestamp without time zone` column); unset: "
+        "such rows are refused.")
+
+    @model_validator(mode="after")
+    def _index_named(self) -> SqlSourceConfig:
+        if (self.index is None) == (self.columns.index is None):
+            raise ValueError("set index or columns.index, one of them")
+        return self
+
+
 CatalogSourceConfig = Annotated[FolderSourceConfig | ManifestSourceConfig | ChromaSourceConfig | QdrantSourceConfig
-                                | RecordManagerSourceConfig,
-                                Field(discriminator="kind")]
+                                | RecordManagerSourceConfig
+                                | SqlSourceConfig, Field(discriminator="kind")]
 
 #: every kind's model, for the generated reference (docs/configuration.md)
 SOURCE_MODELS: tuple[type[SourceEntry], ...] = (FolderSourceConfig, ManifestSourceConfig, ChromaSourceConfig,
-                                                QdrantSourceConfig, RecordManagerSourceConfig)
+                                                QdrantSourceConfig, RecordManagerSourceConfig,
+                                                SqlSourceConfig)

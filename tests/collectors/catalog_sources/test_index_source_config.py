@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 from pydantic import ValidationError
 
-from ragmon.monitor.config.catalog_sources import RecordManagerSourceConfig
+from ragmon.monitor.config.catalog_sources import RecordManagerSourceConfig, SqlSourceConfig
 
 
 def problems(model, **options) -> str:
@@ -32,3 +32,13 @@ def test_a_record_manager_reads_a_sqlite_file_or_a_url_without_a_password():
                                                        version_pattern="^([0-9a-f]+):")
     assert "not a valid regular expression" in problems(RecordManagerSourceConfig, **base, path="/var/rm.db",
                                                         version_pattern="(?P<version>")
+
+
+def test_a_sql_source_names_its_index_once():
+    base = {"name": "pg", "kind": "sql", "url": "postgresql+psycopg://ragmon@db/rag", "query": "SELECT 1"}
+    assert SqlSourceConfig(**base, index="policies").columns.doc_id == "doc_id"
+    assert SqlSourceConfig(**base, columns={"index": "collection"}).index is None
+    assert "set index or columns.index, one of them" in problems(SqlSourceConfig, **base)
+    assert "one of them" in problems(SqlSourceConfig, **base, index="policies", columns={"index": "collection"})
+    assert "unknown time zone" in problems(SqlSourceConfig, **base, index="policies", time_zone="Mars/Olympus")
+    assert "columns.doc_column" in problems(SqlSourceConfig, **base, index="policies", columns={"doc_column": "x"})

@@ -20,7 +20,8 @@ MINIMAL = {"folder": {"root": "/srv/docs"}, "manifest": {"path": "/srv/manifest.
            "chroma": {"path": "/srv/chroma", "collections": ["docs"]},
            "qdrant": {"url": "https://qdrant.example.com", "allowed_hosts": ["qdrant.example.com"],
                       "collections": ["docs"]}}
-MINIMAL.update({"record_manager": {"path": "/srv/records.db", "namespace": "chroma/docs"}})
+MINIMAL.update({"record_manager": {"path": "/srv/records.db", "namespace": "chroma/docs"},
+                "sql": {"path": "/srv/chunks.db", "query": "SELECT 1", "index": "docs"}})
 
 
 def entry(kind: str, **keys) -> dict:
