@@ -11,6 +11,7 @@ from collections.abc import Callable
 
 from ragmon.collectors.catalog_sources.base import CatalogSource, SourceContext
 from ragmon.collectors.catalog_sources.chroma import ChromaSource
+from ragmon.collectors.catalog_sources.docstore import DocstoreSource
 from ragmon.collectors.catalog_sources.folder import FolderSource
 from ragmon.collectors.catalog_sources.manifest import ManifestSource
 from ragmon.collectors.catalog_sources.qdrant import QdrantSource
@@ -27,6 +28,7 @@ SOURCE_KINDS: dict[str, Callable[..., CatalogSource]] = {
     # index entries kept in SQL and JSON
     "record_manager": RecordManagerSource,
     "sql": SqlSource,
+    "llamaindex_docstore": DocstoreSource,
 }
 
 

@@ -287,6 +287,7 @@ class QdrantSourceConfig(VectorStoreEntry):
 
 
 # -- index entries kept in SQL: the record manager, a SQL query --------------
+# -- index entries kept in SQL and JSON: the record manager, a SQL query, a LlamaIndex docstore --------------
 
 class SqlDatabase(ConfigSection):
     """Where a SQL index-entry source reads: a SQLite file or a database URL, the password by reference."""
@@ -396,11 +397,33 @@ class SqlSourceConfig(SourceEntry, SqlDatabase):
         return self
 
 
+class DocstoreSourceConfig(SourceEntry):
+    """A LlamaIndex document store persisted as JSON (`SimpleDocumentStore.persist`, `docstore.json`): each
+    source document (`ref_doc_info`) with its hash (`doc_hash`) and the ids of its nodes."""
+
+    kind: Literal["llamaindex_docstore"] = Field(description="`llamaindex_docstore`.")
+    path: Path = Field(description="The persisted `docstore.json` (or the folder holding it).")
+    index: str = Field(min_length=1, description="The index name passages are served under.")
+    namespace: str = Field("docstore", min_length=1, description="The store's namespace (the prefix of its "
+                           "collections, `docstore/ref_doc_info`).")
+    doc_id_key: str | None = Field("file_path", description="Metadata key of a source document that holds its id "
+                                   "(`file_path`, as `SimpleDirectoryReader` writes it); null: the document's own id "
+                                   "(`ref_doc_id`).")
+    id_prefix: str = Field("", description="Put before each document id.")
+    version_key: str | None = Field(None, description="Metadata key that holds the version; null: LlamaIndex's "
+                                    "`doc_hash`.")
+    acl_key: str | None = Field("acl", description="Metadata key that holds the readers; absent: unknown.")
+    indexed_at_key: str | None = Field(None, description="Metadata key that holds when the document was indexed; "
+                                       "null: the file's modification time (when it was last persisted).")
+    max_bytes: PositiveInt = Field(512 * 1024 * 1024, description="Largest `docstore.json` read; a larger one fails "
+                                   "the sync.")
+
+
 CatalogSourceConfig = Annotated[FolderSourceConfig | ManifestSourceConfig | ChromaSourceConfig | QdrantSourceConfig
                                 | RecordManagerSourceConfig
-                                | SqlSourceConfig, Field(discriminator="kind")]
+                                | SqlSourceConfig | DocstoreSourceConfig, Field(discriminator="kind")]
 
 #: every kind's model, for the generated reference (docs/configuration.md)
 SOURCE_MODELS: tuple[type[SourceEntry], ...] = (FolderSourceConfig, ManifestSourceConfig, ChromaSourceConfig,
                                                 QdrantSourceConfig, RecordManagerSourceConfig,
-                                                SqlSourceConfig)
+                                                SqlSourceConfig, DocstoreSourceConfig)

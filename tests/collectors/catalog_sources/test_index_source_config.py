@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 from pydantic import ValidationError
 
-from ragmon.monitor.config.catalog_sources import RecordManagerSourceConfig, SqlSourceConfig
+from ragmon.monitor.config.catalog_sources import DocstoreSourceConfig, RecordManagerSourceConfig, SqlSourceConfig
 
 
 def problems(model, **options) -> str:
@@ -42,3 +42,10 @@ def test_a_sql_source_names_its_index_once():
     assert "one of them" in problems(SqlSourceConfig, **base, index="policies", columns={"index": "collection"})
     assert "unknown time zone" in problems(SqlSourceConfig, **base, index="policies", time_zone="Mars/Olympus")
     assert "columns.doc_column" in problems(SqlSourceConfig, **base, index="policies", columns={"doc_column": "x"})
+
+
+def test_a_docstore_source_needs_its_path_and_index():
+    config = DocstoreSourceConfig(name="li", kind="llamaindex_docstore", path="/srv/storage", index="policies")
+    assert (config.namespace, config.doc_id_key, config.version_key, config.acl_key) == (
+        "docstore", "file_path", None, "acl")
+    assert "index" in problems(DocstoreSourceConfig, name="li", kind="llamaindex_docstore", path="/srv/storage")

@@ -21,7 +21,8 @@ MINIMAL = {"folder": {"root": "/srv/docs"}, "manifest": {"path": "/srv/manifest.
            "qdrant": {"url": "https://qdrant.example.com", "allowed_hosts": ["qdrant.example.com"],
                       "collections": ["docs"]}}
 MINIMAL.update({"record_manager": {"path": "/srv/records.db", "namespace": "chroma/docs"},
-                "sql": {"path": "/srv/chunks.db", "query": "SELECT 1", "index": "docs"}})
+                "sql": {"path": "/srv/chunks.db", "query": "SELECT 1", "index": "docs"},
+                "llamaindex_docstore": {"path": "/srv/storage", "index": "docs"}})
 
 
 def entry(kind: str, **keys) -> dict:
