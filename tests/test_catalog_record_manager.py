@@ -1,8 +1,10 @@
 """A real `ragmon serve` configured with a git folder (what each document is now) and, separately, LangChain's
 record manager (what the index holds), and no glue: a LangChain app indexes the folder with `index()` and a
 `SQLRecordManager` whose `key_encoder` writes each file's git blob id into the key; its chunks' metadata names the
-source only (no version, no ACL). Two documents are edited on disk, one of them re-indexed: the passages served of
-the one not re-indexed are stale, those of the re-indexed one are not. Expected figures come from git (blob ids),
+source only (no version, no ACL). On disk two documents are edited (one of them re-indexed), one document's
+readers narrowed and one deleted, neither indexed again: the passages served of the documents the index holds in an
+older version, or holds though deleted, are stale (those of the re-indexed one are not), and those of the narrowed
+one leak. Expected figures come from git (blob ids),
 LangChain's answers (`index()`'s counts, `list_keys`) and the traces this test sends, never from ragmon's code."""
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ pytestmark = [pytest.mark.slow, pytest.mark.integration]
 
 NAMESPACE = "memory/policies"
 CORPUS = {"policies/leave.md": "Ten days a year.\nFive carry over.", "policies/pay.md": "Paid monthly.\nOn the 25th.",
-          "policies/travel.md": "Economy class.\nReceipts within 30 days."}
+          "policies/travel.md": "Economy class.\nReceipts within 30 days.", "policies/gifts.md": "None over 50.\nAsk."}
 CHUNKS = {doc_id: len(text.splitlines()) for doc_id, text in CORPUS.items()}
 
 
@@ -45,8 +47,8 @@ def blob_of(repo: GitRepo, text: str) -> str:
         probe.unlink()
 
 
-def document(text: str) -> str:
-    return front_matter(text, acl=["group:staff"])
+def document(text: str, acl=("group:staff",)) -> str:
+    return front_matter(text, acl=list(acl))
 
 
 def traces(prefix: str, count: int) -> list[dict]:
@@ -83,35 +85,44 @@ def test_the_folder_and_the_record_manager_find_the_passages_of_an_edit_not_re_i
         post(server, traces("before", 3))
         assert stale_served(server) == 0
 
-        # two edits on disk, committed after the traces above were answered; only leave.md is indexed again
+        # two edits, a revocation and a deletion on disk, committed after the traces above were answered; only
+        # leave.md is indexed again
         edited = {**CORPUS, "policies/leave.md": "Twelve days a year.\nFive carry over.",
                   "policies/pay.md": "Paid monthly.\nOn the 28th."}
         for doc_id in ("policies/leave.md", "policies/pay.md"):
             repo.write(doc_id, document(edited[doc_id]))
+        repo.write("policies/travel.md", document(CORPUS["policies/travel.md"], acl=["group:board"]))
+        repo.git("rm", "-q", "policies/gifts.md")
         edited_at = int(time.time()) + 1
         time.sleep(edited_at - time.time() + 0.05)
         repo.commit("edits", datetime.fromtimestamp(edited_at, UTC).isoformat())
-        changed = {doc_id for doc_id in CORPUS if repo.blob(doc_id) not in {k.split(":")[0] for k in
-                                                                            first["keys"][doc_id]}}
-        assert changed == {"policies/leave.md", "policies/pay.md"}
+        changed = {doc_id for doc_id in CORPUS if not (repo.root / doc_id).exists()
+                   or repo.blob(doc_id) not in {k.split(":")[0] for k in first["keys"][doc_id]}}
+        assert changed == set(CORPUS)
         time.sleep(1.1)  # the index is written after the edit, in a later second
         changes = scraped(server.url, "ragmon_catalog_source_changes_total", source="langchain")
         reindexed = index_folder(repo, tmp_path, {**CORPUS, "policies/leave.md": edited["policies/leave.md"]})
         assert (reindexed["result"]["num_added"], reindexed["result"]["num_deleted"]) == (
             CHUNKS["policies/leave.md"], CHUNKS["policies/leave.md"])
         held = {doc_id: {key.split(":")[0] for key in keys} for doc_id, keys in reindexed["keys"].items()}
-        still_stale = {doc_id for doc_id in CORPUS if held[doc_id] != {repo.blob(doc_id)}}
-        assert still_stale == {"policies/pay.md"}
+        still_stale = {doc_id for doc_id in CORPUS if not (repo.root / doc_id).exists()
+                       or held[doc_id] != {repo.blob(doc_id)}}
+        assert still_stale == {"policies/pay.md", "policies/travel.md", "policies/gifts.md"}
 
         # index() of a full cleanup writes every record again: each entry changes (its indexed time at least)
-        wait_for(lambda: scraped(server.url, "ragmon_catalog_source_changes_total", source="policies") >= 3 + 2
-                 and scraped(server.url, "ragmon_catalog_source_changes_total", source="langchain") >= changes + 3)
+        # (the folder: its first four documents, then two edits, a narrowed ACL and a tombstone)
+        wait_for(lambda: scraped(server.url, "ragmon_catalog_source_changes_total", source="policies") >= 4 + 4
+                 and scraped(server.url, "ragmon_catalog_source_changes_total", source="langchain")
+                 >= changes + len(CORPUS))
         after = traces("after", 4)
         post(server, after)
         expected = sum(1 for trace in after for passage in trace["context"] if passage["doc_id"] in still_stale)
-        assert expected == 4 * CHUNKS["policies/pay.md"]
+        assert expected == 4 * 6
         wait_for(lambda: stale_served(server) >= expected, timeout=30)
         assert stale_served(server) == expected
+        # the caller's group no longer reads travel.md: each of its passages served after is a leak
+        leaked = sum(1 for trace in after for passage in trace["context"] if passage["doc_id"] == "policies/travel.md")
+        assert scraped(server.url, "ragmon_permission_violations_total", index="policies", stage="context") == leaked
         # every passage was judged for freshness: by the version the record manager says the index held
         passages = (3 + len(after)) * sum(CHUNKS.values())  # the traces before the edits and after
         assert scraped(server.url, "ragmon_passages_unjudged_total", index="policies", stage="context",
