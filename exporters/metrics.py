@@ -149,8 +149,8 @@ METRICS: tuple[MetricSpec, ...] = (
     MetricSpec("ragmon_job_last_success_timestamp_seconds", "gauge", ("scheduled_job",),
                "When each scheduled job last finished without error."),
     MetricSpec("ragmon_retention_deleted_total", "counter", ("kind",),
-               "Records deleted by retention: unlabeled samples, dead letters, findings, unread_traces (digests "
-               "of OTLP traces ragmon could not read)."),
+               "Records deleted by retention: unlabeled samples, dead letters, findings, conversation_turns (kept "
+               "for samples' histories), unread_traces (digests of OTLP traces ragmon could not read)."),
     MetricSpec("ragmon_scheduler_leader", "gauge", (),
                "1 while this process holds the scheduler lock and runs the jobs."),
     MetricSpec("ragmon_catalog_source_syncs_total", "counter", ("source", "outcome"),

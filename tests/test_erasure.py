@@ -14,6 +14,7 @@ import msgspec
 import pytest
 from click.testing import CliRunner
 from prometheus_client import CollectorRegistry
+from sqlalchemy import select
 
 from ragmon.monitor.app.cli import main
 from ragmon.monitor.app.wiring import build_runtime
@@ -22,6 +23,7 @@ from ragmon.monitor.core.records import Privilege, RawRecord
 from ragmon.monitor.findings.query import FindingQuery
 from ragmon.monitor.findings.store import FindingsStore
 from ragmon.monitor.labeling.sample_store import SampleStore
+from ragmon.monitor.labeling.turn_store import ConversationTurn
 from ragmon.monitor.storage.store import make_engine
 from tests.databases import BOTH, migrated_url
 
@@ -66,7 +68,7 @@ def test_a_person_is_erased_from_every_store_and_nobody_else(tmp_path, database_
            "RAGMON_DEAD_LETTER__ENCRYPTION_KEY": base64.b64encode(b"k" * 32).decode(),
            "RAGMON_SAMPLING__RATES__RANDOM": "1.0", "RAGMON_SAMPLING__WEEKLY_CAP": "1000",
            "RAGMON_SCHEDULER__BATCH_DIR": str(batches), "RAGMON_REGRESSION__CASES": str(dataset)}
-    traces = [trace("a1", ALICE, now), trace("a2", ALICE, now), trace("a3", ALICE, now),
+    traces = [trace("a1", ALICE, now, "conv-alice"), trace("a2", ALICE, now, "conv-alice"), trace("a3", ALICE, now),
               trace("b1", BOB, now), trace("b2", BOB, now), trace("c1", CAROL, now, CONVERSATION),
               trace("c2", CAROL, now)]
     runtime = build_runtime(load_settings(environ=env), registry=CollectorRegistry())
@@ -91,6 +93,10 @@ def test_a_person_is_erased_from_every_store_and_nobody_else(tmp_path, database_
                               for line in (batches / week / "cases.jsonl").read_text().splitlines()))
     cli("labels", "import", str(filled))
 
+    def turns() -> list[str]:
+        with engine.connect() as connection:
+            return sorted(connection.execute(select(ConversationTurn.trace_id)).scalars())
+
     def state() -> dict:
         letters = [json.loads(line) for line in (tmp_path / "dead.jsonl").read_text().splitlines()]
         batch = batches / week
@@ -102,15 +108,17 @@ def test_a_person_is_erased_from_every_store_and_nobody_else(tmp_path, database_
             "batch tasks": sorted(t["data"]["case_id"] for t in json.loads((batch / "tasks.json").read_text())),
             "letters": len(letters),
             "letters naming alice": sum(ALICE in letter["text"] for letter in letters),
+            "turns": turns(),
         }
 
     before = state()
     assert before["findings"] == before["samples"] == ["a1", "a2", "a3", "b1", "b2", "c1", "c2"]
     assert (before["letters"], before["letters naming alice"]) == (2, 1)
+    assert before["turns"] == ["a1", "a2", "c1"]  # the turns of the traces with a conversation
 
     dry = json.loads(cli("erase", "--caller", ALICE, "--dry-run", "-o", "json"))
-    assert dry == {"dry_run": True, "samples": 3, "findings": 3, "regression_cases": 3, "batch_cases": 3,
-                   "dead_letters": 1, "dead_letter_topic_untouched": False}
+    assert dry == {"dry_run": True, "samples": 3, "conversation_turns": 2, "findings": 3, "regression_cases": 3,
+                   "batch_cases": 3, "dead_letters": 1, "dead_letter_topic_untouched": False}
     assert state() == before
 
     with caplog.at_level(logging.INFO):
@@ -119,10 +127,12 @@ def test_a_person_is_erased_from_every_store_and_nobody_else(tmp_path, database_
     assert ALICE not in printed and ALICE not in caplog.text
     others = ["b1", "b2", "c1", "c2"]
     assert state() == {"samples": others, "findings": others, "regression": others, "batch cases": others,
-                       "batch tasks": others, "letters": 1, "letters naming alice": 0}
+                       "batch tasks": others, "letters": 1, "letters naming alice": 0, "turns": ["c1"]}
 
     # by conversation: carol's other trace stays
-    assert json.loads(cli("erase", "--conversation", CONVERSATION, "-o", "json"))["samples"] == 1
+    erased = json.loads(cli("erase", "--conversation", CONVERSATION, "-o", "json"))
+    assert (erased["samples"], erased["conversation_turns"]) == (1, 1)
+    assert state()["turns"] == []
     assert state()["samples"] == state()["regression"] == ["b1", "b2", "c2"]
     # erased twice: nothing left to erase
     assert json.loads(cli("erase", "--caller", ALICE, "-o", "json"))["samples"] == 0

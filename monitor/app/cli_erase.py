@@ -15,7 +15,8 @@ from ragmon.monitor.findings.store import FindingsStore
 from ragmon.monitor.labeling.redact import Redactor
 from ragmon.monitor.labeling.sample_store import SampleStore
 
-_LABELS = {"samples": "samples", "findings": "findings", "regression_cases": "regression cases",
+_LABELS = {"samples": "samples", "conversation_turns": "conversation turns", "findings": "findings",
+           "regression_cases": "regression cases",
            "batch_cases": "cases in weekly batches", "dead_letters": "dead letters (file)"}
 
 
@@ -27,10 +28,11 @@ _LABELS = {"samples": "samples", "findings": "findings", "regression_cases": "re
 @click.pass_context
 def erase_command(ctx: click.Context, caller: str | None, conversation: str | None, dry_run: bool,
                   output: str) -> None:
-    """Delete one person's samples (and their quota claims), findings, regression cases, weekly
-    batch cases and dead letters, named by caller id, conversation id or both. The counts are
-    printed and logged; the ids never are. A Kafka dead-letter topic is not rewritten (its
-    retention bounds it), nor are tasks already pushed to Label Studio."""
+    """Delete one person's samples (and their quota claims), the conversation turns kept for
+    samples' histories, findings, regression cases, weekly batch cases and dead letters, named by
+    caller id, conversation id or both. The counts are printed and logged; the ids never are. A
+    Kafka dead-letter topic is not rewritten (its retention bounds it), nor are tasks already
+    pushed to Label Studio."""
     if not (caller or conversation):
         raise click.UsageError("name whom to erase: --caller, --conversation or both")
     from ragmon.monitor.app.wiring import caller_key  # noqa: PLC0415 - the server's wiring, for its key only

@@ -7,6 +7,8 @@ caller keyring, ``redaction.previous_caller_keys`` too: rows stored before a rot
 
 - **samples**: those whose trace's caller or conversation has the pseudonym, whatever their
   status, and the weekly-quota claims naming them;
+- **conversation turns** kept for samples' histories: those of the caller's or the conversation's
+  pseudonym, and every turn of a conversation the caller took part in;
 - **findings**: those of the caller's pseudonym, and those of the erased samples' traces;
 - **the regression set and the weekly batches**: the cases built from the erased samples (a case's
   id is its trace's shown id);
@@ -43,6 +45,7 @@ class Erased:
     """What was deleted (or, in a dry run, would be), store by store."""
 
     samples: int
+    conversation_turns: int
     findings: int
     regression_cases: int
     batch_cases: int
@@ -74,6 +77,7 @@ def erase(person: Person, settings: Settings, samples: SampleStore, findings: Fi
     trace_ids = samples.erase(callers, conversations, dry_run=dry_run)
     erased = Erased(
         samples=len(trace_ids),
+        conversation_turns=samples.erase_turns(callers, conversations, dry_run=dry_run),
         findings=findings.erase(callers, trace_ids, dry_run=dry_run),
         regression_cases=remove_cases(settings.regression.cases, trace_ids, dry_run=dry_run),
         batch_cases=erase_from_batches(settings.scheduler.batch_dir, trace_ids, dry_run=dry_run),

@@ -67,6 +67,7 @@ class Jobs:
     catalog_sync: CatalogSync | None = None  # the catalog sources, when some are configured
     prune_unread: Callable[[float], int] | None = None  # (before) -> deleted digests of unread OTLP traces
     unread_retention_days: float = 7.0
+    history_retention_days: float = 8.0  # sampling.history_retention_days: the conversation turns kept
 
     def run(self, job_id: str) -> bool:
         """Run one job by id, logging and counting the outcome; True when it succeeded."""
@@ -144,10 +145,11 @@ class Jobs:
         return results
 
     def retention(self) -> str:
-        """Delete unlabeled samples, dead letters, findings and digests of unread OTLP traces older
-        than their retention."""
+        """Delete unlabeled samples, the conversation turns kept for their histories, dead letters,
+        findings and digests of unread OTLP traces older than their retention."""
         now = self.clock()
         samples = self.samples.delete_unlabeled_before(now - self.config.sample_retention_days * 86400)
+        turns = self.samples.delete_turns_before(now - self.history_retention_days * 86400)
         letters = (self.prune_dead_letters(now - self.config.dead_letter_retention_days * 86400)
                    if self.prune_dead_letters is not None else 0)
         findings = (self.prune_findings(now - self.findings_retention_days * 86400)
@@ -158,8 +160,9 @@ class Jobs:
         self.metrics.retention_deleted.labels("dead_letters").inc(letters)
         self.metrics.retention_deleted.labels("findings").inc(findings)
         self.metrics.retention_deleted.labels("unread_traces").inc(unread)
-        return (f"{samples} unlabeled samples, {letters} dead letters, {findings} findings and {unread} digests of "
-                "unread traces deleted")
+        self.metrics.retention_deleted.labels("conversation_turns").inc(turns)
+        return (f"{samples} unlabeled samples, {turns} conversation turns, {letters} dead letters, {findings} "
+                f"findings and {unread} digests of unread traces deleted")
 
     def _record_probes(self, results: Sequence[ProbeResult], now: float) -> None:
         """Probe results into the metrics and the pushed alerts; one log line per failure, naming

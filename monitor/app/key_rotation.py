@@ -33,7 +33,7 @@ log = logging.getLogger(__name__)
 
 # the tables whose rows hold keyed ids, and the column that says when each row was last written
 KEYED_TABLES = {"sample": "created_at", "sample_claim": "updated_at", "finding": "recorded_at",
-                "unread_trace": "recorded_at"}
+                "unread_trace": "recorded_at", "conversation_turn": "recorded_at"}
 UNRECORDED = ""  # the key id of a row written before 0014, or by code older than it
 
 

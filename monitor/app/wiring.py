@@ -126,7 +126,8 @@ def build_jobs(runtime: Runtime, standalone: bool = False) -> Jobs:
                 tracer=runtime.telemetry.jobs if runtime.telemetry is not None else None,
                 prune_findings=runtime.findings.prune, findings_retention_days=settings.findings.retention_days,
                 catalog_sync=build_catalog_sync(runtime) if settings.catalog.sources else None,
-                prune_unread=runtime.unread.prune, unread_retention_days=settings.otlp.unread_retention_days)
+                prune_unread=runtime.unread.prune, unread_retention_days=settings.otlp.unread_retention_days,
+                history_retention_days=settings.sampling.history_retention_days)
 
 
 def build_catalog_sync(runtime: Runtime, environ: Mapping[str, str] | None = None,
@@ -430,7 +431,9 @@ def build_runtime(
     # before any thread (e.g. a Kafka producer's) is started
     key = caller_key(settings)
     redactor = Redactor(settings.redaction.model_copy(update={"caller_key": SecretStr(key)}))
-    samples = SampleStore(engine, clock, key_id=redactor.key_id)  # rows say which key made their ids
+    samples = SampleStore(engine, clock, key_id=redactor.key_id,  # rows say which key made their ids
+                          history_turns=settings.sampling.history_turns,
+                          history_bytes=settings.sampling.history_bytes)
     # tenant, index and retriever labels and exemplars' trace ids as every surface shows them
     metrics = Metrics(registry, settings.labels, shown=redactor.shown_id)
     coverage = CoverageWindow(settings.signals.coverage_window_seconds)

@@ -22,7 +22,7 @@ arrival order.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 from ragmon.monitor.labeling.sampling import DropReason, Stratum, unit_hash
@@ -71,15 +71,19 @@ class WeekState:
                 self._members.setdefault(stratum, set()).add(trace_id)
 
     def offer(self, trace_id: str, fingerprint: str, rank: float, strata: set[str],
-              cap: Callable[[str], int]) -> Outcome:
+              cap: Callable[[str], int], claim_keys: Mapping[str, str] | None = None) -> Outcome:
         """Offer a trace for ``strata`` (those it already holds are ignored: a replay or a retried
-        batch changes nothing)."""
+        batch changes nothing). ``claim_keys``: the key a stratum's claim is held under in place of
+        the question ``fingerprint`` (``conversation``: the conversation's, one place per
+        conversation)."""
         outcome = Outcome()
+        claim_keys = claim_keys or {}
         for stratum in sorted(strata - self.strata.get(trace_id, set())):
             if stratum == LEAK:
                 admitted = self._place(trace_id, rank, stratum, cap(stratum), outcome)
             else:
-                admitted = self._claim(trace_id, fingerprint, rank, stratum, cap(stratum), outcome)
+                admitted = self._claim(trace_id, claim_keys.get(stratum, fingerprint), rank, stratum, cap(stratum),
+                                       outcome)
                 if admitted is None:
                     outcome.refused.append((stratum, DropReason.NEAR_DUPLICATE))
                     continue

@@ -9,6 +9,10 @@ each tenant-week, under a lock on that tenant-week (a PostgreSQL advisory lock),
 sharing the database decide as one process would. A queued sample can lose a stratum to a
 lower-ranked trace (and is deleted when it has none left); everything else is fixed when it is
 first stored, so replays and retries change nothing.
+
+A sample of a chat turn carries the earlier turns of its conversation (``payload["history"]``),
+read from the turn table (``monitor/labeling/turn_store.py``) when the sample is first stored:
+the turns every replica wrote by then (docs/sampling.md, "Conversation samples").
 """
 
 from __future__ import annotations
@@ -41,6 +45,7 @@ from sqlalchemy.exc import SQLAlchemyError
 from sqlmodel import Field, Session, SQLModel, col, select
 
 from ragmon.monitor.core.errors import Retryable
+from ragmon.monitor.labeling import turn_store
 from ragmon.monitor.labeling.quota import LEAK, Claim, WeekState
 from ragmon.monitor.labeling.sampling import DropReason
 from ragmon.monitor.storage.upsert import conflict_insert
@@ -89,7 +94,10 @@ class SampleClaim(SQLModel, table=True):
 @dataclass
 class NewSample:
     """A sample decided by the sampler, not yet stored. ``payload`` is the redacted trace, or a
-    function that makes it (see :meth:`redacted`)."""
+    function that makes it (see :meth:`redacted`). ``conversation``: the pseudonym of the trace's
+    conversation, whose earlier turns the stored sample carries, and ``turn`` its number;
+    ``claim_keys``: the quota claim key of strata not claimed by the question fingerprint
+    (``WeekState.offer``)."""
 
     trace_id: str
     tenant: str
@@ -100,6 +108,9 @@ class NewSample:
     trace_time: float
     payload: dict[str, Any] | Callable[[], dict[str, Any]]
     rank: float = 0.0
+    conversation: str | None = None
+    turn: int | None = None
+    claim_keys: dict[str, str] = field(default_factory=dict)
 
     def redacted(self) -> dict[str, Any]:
         """The redacted trace. A function in ``payload`` is called here, when the store keeps the
@@ -139,19 +150,26 @@ def _by_trace(samples: Sequence[NewSample]) -> dict[str, NewSample]:
     for sample in samples:
         known = merged.get(sample.trace_id)
         if known is None:
-            merged[sample.trace_id] = NewSample(**{**sample.__dict__, "strata": set(sample.strata)})
+            merged[sample.trace_id] = NewSample(**{**sample.__dict__, "strata": set(sample.strata),
+                                                    "claim_keys": dict(sample.claim_keys)})
         else:
             known.strata |= sample.strata
+            known.claim_keys = {**sample.claim_keys, **known.claim_keys}
     return merged
 
 
 class SampleStore:
-    def __init__(self, engine: Engine, clock=time.time, key_id: str = "") -> None:
+    def __init__(self, engine: Engine, clock=time.time, key_id: str = "", *, history_turns: int = 8,
+                 history_bytes: int = 16_384) -> None:
         """``key_id``: the id of the caller key the samples' keyed ids are made with
-        (``Redactor.key_id``), stored with each sample and claim this store writes."""
+        (``Redactor.key_id``), stored with each sample, claim and turn this store writes;
+        ``history_turns``, ``history_bytes``: the bounds of a sample's earlier turns (and the
+        table keeps ``4 * history_turns`` turns per conversation)."""
         self._engine = engine
         self._clock = clock
         self._key_id = key_id
+        self._history_turns = history_turns
+        self._history_bytes = history_bytes
         self._admitting = threading.Lock()  # one admission at a time in this process (SQLite's one writer)
 
     def admit(self, samples: Sequence[NewSample], cap: Callable[[str], int], total_cap: int | None = None
@@ -200,7 +218,8 @@ class SampleStore:
                     admission: Admission) -> None:
         now = self._clock()
         rows = _week_rows(session, tenant, week)
-        fingerprints = sorted({s.fingerprint for s in group.values()})
+        fingerprints = sorted({s.fingerprint for s in group.values()}
+                              | {key for s in group.values() for key in s.claim_keys.values()})
         claim = SampleClaim.__table__.c  # type: ignore[attr-defined]
         state = WeekState(strata={t: set(strata) for t, (strata, _, _) in rows.items()},
                           ranks={t: rank for t, (_, _, rank) in rows.items()},
@@ -216,7 +235,7 @@ class SampleStore:
                 sample.strata &= {LEAK}  # a leak is never refused for room: it is what the queue is for
                 if not sample.strata:
                     continue
-            outcome = state.offer(trace_id, sample.fingerprint, sample.rank, sample.strata, cap)
+            outcome = state.offer(trace_id, sample.fingerprint, sample.rank, sample.strata, cap, sample.claim_keys)
             admission.sampled += [(tenant, stratum) for stratum in sorted(outcome.admitted)]
             admission.dropped += [reason.value for _, reason in outcome.refused]
             admission.dropped += [DropReason.DISPLACED.value] * len(outcome.displaced)
@@ -231,7 +250,8 @@ class SampleStore:
                     "trace_id": trace_id, "tenant": tenant, "week": week, "strata": sorted(strata),
                     "status": "queued", "split": sample.split, "fingerprint": sample.fingerprint,
                     "trace_time": sample.trace_time, "created_at": now, "updated_at": now,
-                    "payload": sample.redacted(), "rank": sample.rank, "caller_key_id": self._key_id})
+                    "payload": self._with_history(session, tenant, sample), "rank": sample.rank,
+                    "caller_key_id": self._key_id})
                 admission.created.append(trace_id)
             elif row[0] != strata:
                 session.execute(update(Sample).where(col(Sample.trace_id) == trace_id)
@@ -248,6 +268,30 @@ class SampleStore:
                            "trace_id": claim.trace_id, "rank": claim.rank, "updated_at": now,
                            "caller_key_id": self._key_id})
         _store_claims(session, claims)
+
+    def _with_history(self, session: Session, tenant: str, sample: NewSample) -> dict[str, Any]:
+        """The sample's redacted trace, with the earlier turns of its conversation when it has one."""
+        payload = sample.redacted()
+        if sample.conversation is None or not self._history_turns:
+            return payload
+        return {**payload, "history": turn_store.history(
+            session, tenant, sample.conversation, sample.turn, sample.trace_time, sample.trace_id,
+            self._history_turns, self._history_bytes)}
+
+    def add_turns(self, turns: Sequence[dict[str, Any]]) -> None:
+        """Keep the redacted turn summaries ``turns`` (``conversation.turn_of``) for the samples of
+        later turns. Raises :class:`Retryable` when the database is unavailable."""
+        if self._history_turns:
+            turn_store.add_turns(self._engine, turns, 4 * self._history_turns, self._clock(), self._key_id)
+
+    def delete_turns_before(self, before: float) -> int:
+        """Retention: delete the conversation turns kept since before ``before``; returns how many."""
+        return turn_store.delete_turns_before(self._engine, before)
+
+    def erase_turns(self, callers: Sequence[str], conversations: Sequence[str], *, dry_run: bool = False) -> int:
+        """Erasure: the conversation turns of the pseudonyms ``callers`` or ``conversations``
+        (``turn_store.erase_turns``); returns how many (would) go."""
+        return turn_store.erase_turns(self._engine, callers, conversations, dry_run=dry_run)
 
     def upsert(self, samples: Sequence[NewSample]) -> list[str]:
         """Store new samples and add strata to known ones; return the trace ids stored for the

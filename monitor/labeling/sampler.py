@@ -11,6 +11,12 @@ flushed, where the weekly quota (caps, near duplicates) is decided against every
 unredacted), and decoded again only if a late stratum selects one; a late stratum for a trace
 already gone is dropped as ``trace_evicted`` and counted.
 
+Chat turns (traces with a ``conversation_id``): each one's redacted summary travels on the decision
+(``SamplingDecision.turns``) and is kept in the turn table when the batch is flushed, before the
+batch's samples are admitted, so a sample carries the turns before it whichever replica read
+them (``monitor/labeling/conversation.py`` says why a table). A leak, a rephrase or negative
+feedback makes the turn's conversation a candidate for the ``conversation`` stratum too.
+
 """
 
 from __future__ import annotations
@@ -29,12 +35,16 @@ from ragmon.monitor.core.decode import Decoder
 from ragmon.monitor.core.model import Event, TraceEvent
 from ragmon.monitor.core.pipeline import Observation
 from ragmon.monitor.core.signals import Signals, TraceSignals
+from ragmon.monitor.labeling.conversation import turn_of
 from ragmon.monitor.labeling.quota import rank_of
 from ragmon.monitor.labeling.redact import Redactor
 from ragmon.monitor.labeling.sample_store import Admission, NewSample, SampleStore
 from ragmon.monitor.labeling.sampling import (
     DropReason,
     SamplingConfig,
+    Stratum,
+    conversation_claim,
+    conversation_selected,
     decide,
     late_strata_from,
     question_fingerprint,
@@ -49,16 +59,19 @@ Publish = Callable[[list[dict[str, Any]]], None]
 @dataclass(slots=True)
 class SamplingDecision:
     """What the sampler decided for one event: the reasons of what was dropped before the quota
-    (``trace_evicted``, ``old_week``), and the redacted samples to offer to the quota."""
+    (``trace_evicted``, ``old_week``), the redacted samples to offer to the quota, and the redacted
+    summary of a chat turn to keep for later samples (``conversation.turn_of``)."""
 
     dropped: list[str] = field(default_factory=list)
     samples: list[NewSample] = field(default_factory=list)
+    turns: list[dict[str, Any]] = field(default_factory=list)
 
 
 class _Held(msgspec.Struct, gc=False):  # tens of thousands held: kept out of the garbage collector's scans
     tenant: str
     time: float
     question: str
+    conversation: str | None  # as sent: what decides the conversation stratum
     raw: bytes  # the record as received, LZ4-compressed, unredacted: memory only
 
 
@@ -83,18 +96,33 @@ class Sampler:
         decision = SamplingDecision()
         if isinstance(event, TraceEvent) and isinstance(signals, TraceSignals):
             held = self._hold(event, data)
-            chosen = decide(self._config, event.trace_id, strata_of(event, signals))
+            strata = strata_of(event, signals)
+            chosen = decide(self._config, event.trace_id, strata) | self._conversation(held, strata)
             if chosen:
                 self._admit(event.trace_id, held, chosen, decision, event)
+            if event.conversation_id is not None and self._config.history_turns:
+                turn = turn_of(self._redactor, event)
+                if turn is not None:
+                    decision.turns.append(turn)
         for ref, stratum in late_strata_from(signals) if signals is not None else []:
-            if not decide(self._config, ref.trace_id, [stratum]):
-                continue
+            chosen = decide(self._config, ref.trace_id, [stratum])
             held = self._held.get(ref.trace_id)
+            if held is not None:
+                chosen |= self._conversation(held, {stratum})
+            if not chosen:
+                continue
             if held is None:
                 decision.dropped.append(DropReason.TRACE_EVICTED.value)
                 continue
-            self._admit(ref.trace_id, held, {stratum}, decision)
-        return decision if decision.dropped or decision.samples else None
+            self._admit(ref.trace_id, held, chosen, decision)
+        return decision if decision.dropped or decision.samples or decision.turns else None
+
+    def _conversation(self, held: _Held, strata: set[str]) -> set[str]:
+        """``{conversation}`` when the turn's strata make its conversation a sample of its own."""
+        if held.conversation is None or not conversation_selected(self._config, held.tenant, held.conversation,
+                                                                   strata):
+            return set()
+        return {Stratum.CONVERSATION.value}
 
     def remember(self, event: Event, data: bytes) -> None:
         """Keep a trace for late strata without deciding anything: for a trace another replica
@@ -105,7 +133,8 @@ class Sampler:
     def _hold(self, event: TraceEvent, data: bytes) -> _Held:
         # The received bytes, not a new encoding of the event: LZ4 of 3 KB takes about 4 µs,
         # where encoding plus zlib took about 45 (docs/performance.md).
-        held = _Held(event.tenant, event.time, event.query, lz4.block.compress(data or self._encode(event)))
+        held = _Held(event.tenant, event.time, event.query, event.conversation_id,
+                     lz4.block.compress(data or self._encode(event)))
         with self._lock:
             self._held[event.trace_id] = held
             self._held.move_to_end(event.trace_id)
@@ -129,9 +158,14 @@ class Sampler:
         # the row's trace id and tenant as the payload has them, by their shown ids: two trace ids
         # that redact alike stay two samples, and a sample is keyed as its findings name the trace
         shown = self._redactor.shown_id
+        conversation = (None if event.conversation_id is None
+                        else self._redactor.pseudonymize_conversation(event.conversation_id))
+        claim_keys = {Stratum.CONVERSATION.value: conversation_claim(conversation)} if (
+            conversation is not None and Stratum.CONVERSATION in strata) else {}
         decision.samples.append(NewSample(shown(trace_id), shown(held.tenant), week, set(strata),
                                           split_of(self._config.salt, fingerprint, self._config.heldout_share),
-                                          fingerprint, held.time, payload, rank_of(self._config.salt, trace_id)))
+                                          fingerprint, held.time, payload, rank_of(self._config.salt, trace_id),
+                                          conversation, event.turn, claim_keys))
 
     def _recent_week(self, week: str) -> bool:
         """Whether ``week`` is the newest week seen or the one before it (late feedback and
@@ -159,19 +193,24 @@ class SampleWriter:
         self._publish = publish
         self._report = report
         self._pending: list[NewSample] = []
+        self._turns: list[dict[str, Any]] = []
         self._lock = threading.Lock()
 
     def consume(self, observation: Observation) -> None:
         decision = observation.sampling
-        if decision is not None and decision.samples:
+        if decision is not None and (decision.samples or decision.turns):
             with self._lock:
                 self._pending.extend(decision.samples)
+                self._turns.extend(decision.turns)
 
     def flush(self, timeout: float) -> bool:
         with self._lock:
             pending, self._pending = self._pending, []
+            turns, self._turns = self._turns, []
         # On failure the batch is retried with the same decisions (the pipeline keeps them), so
         # nothing pending needs keeping here; a sample already stored is not admitted twice.
+        # the batch's turns first: a sample of a later turn in the same batch carries them
+        self._store.add_turns(turns)
         admission = self._store.admit(pending, self._config.cap, self._config.weekly_total_cap)
         created = set(admission.created)
         if self._publish is not None and created:

@@ -34,6 +34,9 @@ class Stratum(StrEnum):
     STALE_SERVED = "stale_served"
     EMPTY_CONTEXT = "empty_context"
     RANDOM = "random"
+    # a conversation whose turn was rephrased, got negative feedback or leaked: sampled once, as its
+    # triggering turn with the turns before it (docs/sampling.md, "Conversation samples")
+    CONVERSATION = "conversation"
 
 
 class DropReason(StrEnum):
@@ -48,7 +51,10 @@ class DropReason(StrEnum):
 DEFAULT_RATES: dict[str, float] = {
     "permission_violation": 1.0, "negative_feedback": 1.0, "unsupported_citation": 0.5, "rephrased": 0.5,
     "abstained": 0.25, "low_score": 0.25, "stale_served": 0.25, "empty_context": 0.25, "random": 0.01,
+    "conversation": 1.0,
 }
+#: The strata whose turn makes its conversation a candidate for the ``conversation`` stratum.
+CONVERSATION_TRIGGERS = frozenset({"permission_violation", "negative_feedback", "rephrased"})
 _SEP = "\x00"  # between the parts of a hashed key; forbidden in the salt, absent from stratum names
 Rate = Annotated[float, Field(ge=0, le=1)]
 
@@ -76,6 +82,15 @@ class SamplingConfig(ConfigSection):
         20_000, gt=0, description="Recent traces kept (compressed, in memory, never stored unredacted) so that "
         "a later rephrase or negative feedback can still sample them; older ones are dropped as trace_evicted.",
     )
+
+    history_turns: NonNegativeInt = Field(
+        8, le=100, description="Earlier turns of its conversation a sample carries at most, the newest kept; 0: "
+        "none, and no turn is kept for it.")
+    history_bytes: int = Field(16_384, ge=1_024, le=1_048_576, description="Bytes at most of a sample's earlier "
+                               "turns as JSON; the oldest turns go first.")
+    history_retention_days: float = Field(
+        8.0, gt=0, description="How long a conversation's redacted turns are kept for the samples of its later "
+        "turns (the newest 4 x history_turns per conversation).")
 
     @field_validator("salt")
     @classmethod
@@ -133,6 +148,24 @@ def late_strata_from(signals: Signals) -> list[tuple[TraceRef, str]]:
     ):
         return [(signals.trace, Stratum.NEGATIVE_FEEDBACK)]
     return []
+
+
+def conversation_selected(config: SamplingConfig, tenant: str, conversation_id: str, strata: Iterable[str]
+                          ) -> bool:
+    """Whether a turn belonging to ``strata`` (before their rates) makes its conversation a
+    ``conversation`` sample: one of :data:`CONVERSATION_TRIGGERS` is among them, and the
+    conversation is selected, by ``hash(salt, "conversation", tenant NUL conversation_id)``: every
+    turn of one conversation, on any replica, decides alike."""
+    if config.history_turns == 0 or CONVERSATION_TRIGGERS.isdisjoint(strata):
+        return False
+    return selected(config.salt, Stratum.CONVERSATION, f"{tenant}{_SEP}{conversation_id}",
+                    config.rates[Stratum.CONVERSATION])
+
+
+def conversation_claim(pseudonym: str) -> str:
+    """The key the ``conversation`` stratum's claim is held under (``quota.py``) in place of the
+    question fingerprint: one place per conversation and week, whichever of its turns holds it."""
+    return hashlib.blake2b(f"conversation{_SEP}{pseudonym}".encode(), digest_size=16).hexdigest()
 
 
 def unit_hash(salt: str, domain: str, key: str) -> float:
