@@ -1,6 +1,8 @@
 """The weekly batch for labeling (docs/sampling.md): cases in the test-set schema with empty labels, and the
 same cases as Label Studio tasks with a labeling config that grades each passage 0/1/2 and marks
-the question answerable or not, with a reference answer.
+the question answerable or not, with a reference answer. A chat turn's task shows the earlier turns
+of its conversation first, then the user's message beside what was searched for it, then the
+passages: a follow-up ("and for contractors?") cannot be graded without them.
 
 Everything here is built from stored samples, which are redacted already.
 """
@@ -13,10 +15,31 @@ from pathlib import Path
 from typing import Any
 
 from ragmon.monitor.core.private_files import private_dir, write_private
+from ragmon.monitor.labeling.conversation import searched_of
 
 LABEL_CONFIG = """<View>
-  <Header value="Question"/>
-  <Text name="question" value="$question"/>
+  <Header value="Earlier turns of the conversation, oldest first"/>
+  <Repeater on="$history_shown" indexFlag="{{turn}}">
+    <View style="display: flex; gap: 1em">
+      <View style="flex: 1">
+        <Text name="earlier_message_{{turn}}" value="$history_shown[{{turn}}].message"/>
+      </View>
+      <View style="flex: 1">
+        <Text name="earlier_searched_{{turn}}" value="$history_shown[{{turn}}].searched"/>
+      </View>
+    </View>
+    <Text name="earlier_answer_{{turn}}" value="$history_shown[{{turn}}].answer"/>
+  </Repeater>
+  <View style="display: flex; gap: 1em">
+    <View style="flex: 1">
+      <Header value="Question: the user's message"/>
+      <Text name="question" value="$question"/>
+    </View>
+    <View style="flex: 1">
+      <Header value="What was searched for it"/>
+      <Text name="searched" value="$searched_shown"/>
+    </View>
+  </View>
   <Header value="What the system answered"/>
   <Text name="answer" value="$answer"/>
   <Header value="Grade each passage: 0 irrelevant, 1 partly relevant, 2 answers the question"/>
@@ -53,8 +76,14 @@ def candidates(trace: dict[str, Any]) -> list[dict[str, Any]]:
     return list(seen.values())
 
 
+def searched(trace: dict[str, Any]) -> list[str]:
+    """The graded turn's distinct searched queries other than its message (redacted, as stored)."""
+    return searched_of(trace.get("query", ""), (r.get("query") for r in trace.get("retrievals") or []))
+
+
 def case_of(sample) -> dict[str, Any]:
-    """A regression case with empty labels, from a stored sample."""
+    """A regression case with empty labels, from a stored sample; ``history``: the earlier turns of
+    its conversation as the sample holds them (docs/sampling.md, "Conversation samples")."""
     trace = sample.payload
     return {
         "id": sample.trace_id,
@@ -70,6 +99,8 @@ def case_of(sample) -> dict[str, Any]:
         "split": sample.split,
         "origin": {"trace_id": sample.trace_id, "week": sample.week},
         "candidates": candidates(trace),
+        "turn": trace.get("turn"),
+        "history": trace.get("history") or [],
     }
 
 
@@ -82,8 +113,23 @@ def task_of(sample) -> dict[str, Any]:
                  "doc_id": p.get("doc_id"), "doc_version": p.get("doc_version"), "span": p.get("span")}
                 for i, p in enumerate(case.pop("candidates"))]
     answer = (trace.get("answer") or {}).get("text") or "(no answer recorded)"
+    queries = searched(trace)
     return {"data": {"case_id": sample.trace_id, "question": case["question"], "answer": answer,
-                     "passages": passages, "case": case}}
+                     "passages": passages, "case": case, "history": case["history"], "searched": queries,
+                     "history_shown": [_shown_turn(turn) for turn in case["history"]],
+                     "searched_shown": _shown_searched(queries)}}
+
+
+def _shown_turn(turn: dict[str, Any]) -> dict[str, str]:
+    """An earlier turn as the labeling config shows it: texts only (Label Studio's Text tag)."""
+    number = f"Turn {turn['turn']}" if turn.get("turn") is not None else "Earlier turn"
+    return {"message": f"{number}, the user: {turn['message']}",
+            "searched": "Searched: " + _shown_searched(turn.get("searched") or []),
+            "answer": f"Answered: {turn.get('answer') or '(no answer recorded)'}"}
+
+
+def _shown_searched(queries: list[str]) -> str:
+    return "\n".join(queries) if queries else "(the message as typed)"
 
 
 def write_batch(batch: Sequence, out_dir: Path) -> None:

@@ -10,7 +10,8 @@ import uuid
 import pytest
 
 from ragmon.exporters.label_studio import LabelStudio, LabelStudioError, is_personal_access_token
-from ragmon.monitor.labeling.batch import LABEL_CONFIG
+from ragmon.monitor.labeling.batch import LABEL_CONFIG, task_of
+from ragmon.monitor.labeling.sample_store import Sample
 
 pytestmark = pytest.mark.integration
 
@@ -18,7 +19,8 @@ pytestmark = pytest.mark.integration
 def task(case_id: str, passages: int = 2) -> dict:
     return {"data": {"case_id": case_id, "question": "What is the refund window?", "answer": "30 days.",
                      "passages": [{"idx": i, "id": f"p{i}", "text": f"passage {i}"} for i in range(passages)],
-                     "case": {"id": case_id}}}
+                     "case": {"id": case_id}, "history": [], "searched": [], "history_shown": [],
+                     "searched_shown": "(the message as typed)"}}
 
 
 def title() -> str:
@@ -46,7 +48,8 @@ def test_label_studio_validates_the_config_and_each_task_against_it(label_studio
         with pytest.raises(LabelStudioError, match="POST /api/projects: HTTP 400"):
             studio.ensure_project(title(), broken)
         project_id, _ = studio.ensure_project(title(), LABEL_CONFIG)
-        unfit = {"data": {"case_id": "x", "question": "q"}}  # no answer, no passages
+        unfit = {"data": {"case_id": "x", "question": "q", "history_shown": [],  # no answer, no passages
+                          "searched_shown": "(the message as typed)"}}
         with pytest.raises(LabelStudioError, match=r"import: HTTP 400.*answer"):
             studio.import_tasks(project_id, [unfit])
         assert studio.export(project_id) == []
@@ -80,3 +83,25 @@ def test_a_wrong_token_and_an_unreachable_server_are_clear_errors(label_studio):
     with LabelStudio("http://127.0.0.1:9", "token", timeout=2) as studio, \
             pytest.raises(LabelStudioError, match="GET /api/projects: ConnectError"):
         studio.find_project("anything")
+
+
+def test_a_follow_up_turns_task_with_its_earlier_turns_fits_the_labeling_config(label_studio):
+    """A task built by task_of from a sample with history and searched queries is taken by Label
+    Studio's own validation, and comes back with them."""
+    history = [{"turn": 1, "time": 1.0, "trace_id": "t1", "message": "What is the leave policy?",
+                "searched": [], "answer": "20 days a year."}]
+    payload = {"trace_id": "t2", "query": "and for contractors?", "index": {"name": "handbook"}, "turn": 2,
+               "retrievals": [{"retriever": "vector", "query": "leave policy for contractors",
+                               "passages": [{"id": "p1", "text": "Contractors get none."}]}],
+               "answer": {"text": "None."}, "history": history}
+    sample = Sample(trace_id="t2", tenant="acme", week="2026-W48", strata=["conversation"], split="dev",
+                    fingerprint="f", trace_time=2.0, created_at=2.0, updated_at=2.0, payload=payload)
+    with LabelStudio(label_studio.url, label_studio.personal_access_token()) as studio:
+        project_id, _ = studio.ensure_project(title(), LABEL_CONFIG)
+        assert studio.import_tasks(project_id, [task_of(sample), task("first-turn")]) == 2
+        exported = {t["data"]["case_id"]: t["data"] for t in studio.export(project_id)}
+    assert exported["t2"]["history"] == history
+    assert exported["t2"]["searched"] == ["leave policy for contractors"]
+    assert exported["t2"]["history_shown"] == [{"message": "Turn 1, the user: What is the leave policy?",
+                                                "searched": "Searched: (the message as typed)",
+                                                "answer": "Answered: 20 days a year."}]
