@@ -69,8 +69,9 @@ def samples() -> None:
 @click.pass_context
 def list_samples(ctx: click.Context, week: str | None, tenant: str | None, status: str | None, limit: int,
                  output: str) -> None:
-    """Samples in a stable order (week, tenant, trace id); with `-o json`, one JSON object per
-    line and sample (its redacted trace included)."""
+    """Samples in a stable order (week, tenant, trace id), with how many earlier turns of its
+    conversation each carries; with `-o json`, one JSON object per line and sample (its redacted
+    trace included, the earlier turns in its `history`)."""
     store = _store(ctx)
     tenant = _stored_tenant(ctx, store, tenant)
     rows = store.find(week=week, tenant=tenant, status=status, limit=limit)
@@ -80,11 +81,13 @@ def list_samples(ctx: click.Context, week: str | None, tenant: str | None, statu
         return
     total = store.count(week=week, tenant=tenant, status=status)
     table = Table(title=f"{len(rows)} of {total} samples")
-    for column in ("week", "tenant", "trace id", "strata", "split", "status"):
+    for column in ("week", "tenant", "trace id", "strata", "split", "status", "turn", "earlier turns"):
         table.add_column(column)
     for row in rows:
+        turn, history = row.payload.get("turn"), row.payload.get("history")
         table.add_row(*(shown(cell) for cell in (row.week, row.tenant, row.trace_id, ", ".join(row.strata),
-                                                 row.split, row.status)))
+                                                 row.split, row.status)),
+                      "" if turn is None else str(turn), "" if history is None else str(len(history)))
     stdout().print(table)
 
 

@@ -9,9 +9,11 @@ import time
 
 import msgspec
 import pytest
+from click.testing import CliRunner
 from prometheus_client import CollectorRegistry
 from sqlalchemy import func, select
 
+from ragmon.monitor.app.cli import main
 from ragmon.monitor.app.wiring import build_runtime
 from ragmon.monitor.config.settings import load_settings
 from ragmon.monitor.core.records import Privilege, RawRecord
@@ -146,3 +148,20 @@ def test_retention_deletes_the_turns_recorded_before_it(tmp_path, database_url):
     assert store.delete_turns_before(time.time() + 1) == 1
     with make_engine(database_url).connect() as connection:
         assert connection.execute(select(func.count()).select_from(ConversationTurn)).scalar_one() == 0
+
+
+def test_samples_list_shows_each_samples_turn_and_earlier_turns(tmp_path, database_url):
+    runtime = replica(tmp_path, database_url, "a")
+    feed(runtime, turn("t1", 1, "What is the leave policy?", at=1), turn("t2", 2, "And for contractors?", at=2),
+         turn("solo", None, "Where is the form?", conversation=None))
+    runtime.close()
+    env = {"RAGMON_DATABASE__URL": database_url, "RAGMON_REDACTION__CALLER_KEY": KEY, "COLUMNS": "200"}
+    listed = CliRunner().invoke(main, ["samples", "list", "-o", "json"], env=env)
+    rows = {row["trace_id"]: row["payload"] for row in map(json.loads, listed.output.splitlines())}
+    assert [h["message"] for h in rows["t2"]["history"]] == ["What is the leave policy?"]
+    assert rows["t1"]["history"] == [] and "history" not in rows["solo"]
+    table = CliRunner().invoke(main, ["samples", "list"], env=env)
+    assert table.exit_code == 0, table.output
+    cells = {line.split("│")[3].strip(): [c.strip() for c in line.split("│")[7:9]]
+             for line in table.output.splitlines() if line.count("│") >= 9 and "trace id" not in line}
+    assert cells == {"t1": ["1", "0"], "t2": ["2", "1"], "solo": ["", ""]}
