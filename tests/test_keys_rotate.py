@@ -85,10 +85,11 @@ def test_a_previous_caller_key_is_droppable_once_no_stored_row_needs_it(tmp_path
     now = time.time()
     base = {"RAGMON_DATABASE__URL": database_url, "RAGMON_DEAD_LETTER__PATH": str(tmp_path / "dead.jsonl"),
             "RAGMON_SAMPLING__RATES__RANDOM": "1.0", "RAGMON_SAMPLING__WEEKLY_CAP": "1000"}
-    serve({**base, "RAGMON_REDACTION__CALLER_KEY": OLD_KEY}, [trace("k-1", ALICE, now), trace("k-2", BOB, now)])
+    serve({**base, "RAGMON_REDACTION__CALLER_KEY": OLD_KEY}, [trace("k-1", ALICE, now, "chat-a"),
+                                                                trace("k-2", BOB, now)])
     rotated = {**base, "RAGMON_REDACTION__CALLER_KEY": NEW_KEY,
                "RAGMON_REDACTION__PREVIOUS_CALLER_KEYS": json.dumps([OLD_KEY])}
-    serve(rotated, [trace("k-3", ALICE, now)])
+    serve(rotated, [trace("k-3", ALICE, now, "chat-a")])
 
     report = json.loads(cli(rotated, "keys", "rotate", "-o", "json"))
     newest, previous = report["caller_keys"]
@@ -97,6 +98,8 @@ def test_a_previous_caller_key_is_droppable_once_no_stored_row_needs_it(tmp_path
     # each trace: a sample, its claims, one finding
     assert (newest["by_table"]["sample"], newest["by_table"]["finding"]) == (1, 1)
     assert (previous["by_table"]["sample"], previous["by_table"]["finding"]) == (2, 2)
+    # the chat turns kept for samples' histories, by the key that made their pseudonyms
+    assert (newest["by_table"]["conversation_turn"], previous["by_table"]["conversation_turn"]) == (1, 1)
     assert report["droppable"] == [] and report["unrecorded"]["rows"] == 0 and report["foreign"]["rows"] == 0
     printed = cli(rotated, "keys", "rotate")
     assert "redaction.previous_caller_keys[0]: still needed" in printed
