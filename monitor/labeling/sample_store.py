@@ -242,16 +242,19 @@ class SampleStore:
             if outcome.admitted and trace_id not in rows:
                 totals[week] += 1
         created = []
+        histories = self._histories(session, tenant, [group[t] for t in state.strata if t not in rows])
         for trace_id, strata in state.strata.items():
             row = rows.get(trace_id)
             if row is None:
                 sample = group[trace_id]
+                payload = sample.redacted()
+                if trace_id in histories:
+                    payload = {**payload, "history": histories[trace_id]}
                 created.append({
                     "trace_id": trace_id, "tenant": tenant, "week": week, "strata": sorted(strata),
                     "status": "queued", "split": sample.split, "fingerprint": sample.fingerprint,
                     "trace_time": sample.trace_time, "created_at": now, "updated_at": now,
-                    "payload": self._with_history(session, tenant, sample), "rank": sample.rank,
-                    "caller_key_id": self._key_id})
+                    "payload": payload, "rank": sample.rank, "caller_key_id": self._key_id})
                 admission.created.append(trace_id)
             elif row[0] != strata:
                 session.execute(update(Sample).where(col(Sample.trace_id) == trace_id)
@@ -269,14 +272,13 @@ class SampleStore:
                            "caller_key_id": self._key_id})
         _store_claims(session, claims)
 
-    def _with_history(self, session: Session, tenant: str, sample: NewSample) -> dict[str, Any]:
-        """The sample's redacted trace, with the earlier turns of its conversation when it has one."""
-        payload = sample.redacted()
-        if sample.conversation is None or not self._history_turns:
-            return payload
-        return {**payload, "history": turn_store.history(
-            session, tenant, sample.conversation, sample.turn, sample.trace_time, sample.trace_id,
-            self._history_turns, self._history_bytes)}
+    def _histories(self, session: Session, tenant: str, new: Sequence[NewSample]) -> dict[str, list[dict[str, Any]]]:
+        """The earlier turns of the conversations of the tenant-week's new samples that have one."""
+        if not self._history_turns:
+            return {}
+        return turn_store.histories(session, tenant, [(s.trace_id, s.conversation, s.turn, s.trace_time)
+                                                      for s in new if s.conversation is not None],
+                                    self._history_turns, self._history_bytes)
 
     def add_turns(self, turns: Sequence[dict[str, Any]]) -> None:
         """Keep the redacted turn summaries ``turns`` (``conversation.turn_of``) for the samples of

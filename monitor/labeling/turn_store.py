@@ -68,19 +68,29 @@ def add_turns(engine: Engine, rows: Sequence[dict[str, Any]], keep: int, now: fl
         raise Retryable(f"conversation turns: {type(error).__name__}") from error
 
 
-def history(session: Session, tenant: str, conversation: str, turn: int | None, time: float, trace_id: str,
-            max_turns: int, max_bytes: int) -> list[dict[str, Any]]:
-    """The turns of ``conversation`` before the graded one (``turn``, ``time``; itself excluded),
-    oldest first, bounded by ``max_turns`` and ``max_bytes`` (``conversation.bounded_history``),
-    in the form a sample's ``history`` holds."""
+def histories(session: Session, tenant: str, graded: Sequence[tuple[str, str, int | None, float]],
+              max_turns: int, max_bytes: int) -> dict[str, list[dict[str, Any]]]:
+    """For each graded turn ``(trace_id, conversation, turn, time)`` of ``tenant``, the turns of its
+    conversation before it (itself excluded), oldest first, bounded by ``max_turns`` and
+    ``max_bytes`` (``conversation.bounded_history``), in the form a sample's ``history`` holds.
+    One query for them all: a batch's new samples of a tenant-week are looked up together."""
+    if not graded:
+        return {}
     rows = session.connection().execute(core_select(
-        _C.trace_id, _C.turn, _C.time, _C.message, _C.searched, _C.answer).where(
-        _C.tenant == tenant, _C.conversation == conversation, _C.trace_id != trace_id)).all()
-    earlier = sorted((r for r in rows if is_earlier(r.turn, r.time, turn, time)),
-                     key=lambda r: order_key(r.turn, r.time, r.trace_id))
-    return bounded_history([{"turn": r.turn, "time": r.time, "trace_id": r.trace_id, "message": r.message,
-                             "searched": list(r.searched), "answer": r.answer} for r in earlier],
-                           max_turns, max_bytes)
+        _C.trace_id, _C.conversation, _C.turn, _C.time, _C.message, _C.searched, _C.answer).where(
+        _C.tenant == tenant, _C.conversation.in_(sorted({g[1] for g in graded})))).all()
+    by_conversation: dict[str, list[Any]] = {}
+    for row in rows:
+        by_conversation.setdefault(row.conversation, []).append(row)
+    out = {}
+    for trace_id, conversation, turn, time in graded:
+        earlier = sorted((r for r in by_conversation.get(conversation, ())
+                          if r.trace_id != trace_id and is_earlier(r.turn, r.time, turn, time)),
+                         key=lambda r: order_key(r.turn, r.time, r.trace_id))
+        out[trace_id] = bounded_history(
+            [{"turn": r.turn, "time": r.time, "trace_id": r.trace_id, "message": r.message,
+              "searched": list(r.searched), "answer": r.answer} for r in earlier], max_turns, max_bytes)
+    return out
 
 
 def delete_turns_before(engine: Engine, before: float) -> int:
