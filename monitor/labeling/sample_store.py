@@ -172,19 +172,23 @@ class SampleStore:
         self._history_bytes = history_bytes
         self._admitting = threading.Lock()  # one admission at a time in this process (SQLite's one writer)
 
-    def admit(self, samples: Sequence[NewSample], cap: Callable[[str], int], total_cap: int | None = None
-              ) -> Admission:
+    def admit(self, samples: Sequence[NewSample], cap: Callable[[str], int], total_cap: int | None = None,
+              turns: Sequence[dict[str, Any]] = ()) -> Admission:
         """Decide the weekly quota for ``samples`` (their strata are those the rates selected) and
         store what it admits, in one transaction. ``cap`` gives a stratum's cap per tenant-week;
         ``total_cap`` bounds a week's samples across tenants, in arrival order. Tenant-weeks are
-        locked in sorted order, so concurrent replicas never deadlock on them. Raises
+        locked in sorted order, so concurrent replicas never deadlock on them. ``turns``: the
+        redacted summaries of the batch's chat turns (``conversation.turn_of``), stored first in
+        the same transaction, so a sample of a later turn of the batch carries them. Raises
         :class:`Retryable` when the database is unavailable."""
-        if not samples:
+        turns = turns if self._history_turns else ()
+        if not samples and not turns:
             return Admission()
         merged = _by_trace(samples)
         admission = Admission()
         try:
             with self._admitting, Session(self._engine) as session:
+                turn_store.add_turns(session.connection(), turns, 4 * self._history_turns, self._clock(), self._key_id)
                 # a trace already stored stays in its tenant-week (a trace id sent again with another
                 # tenant or time, or two ids that redact alike)
                 for trace_id, tenant, week in session.exec(select(Sample.trace_id, Sample.tenant, Sample.week).where(
@@ -279,12 +283,6 @@ class SampleStore:
         return turn_store.histories(session, tenant, [(s.trace_id, s.conversation, s.turn, s.trace_time)
                                                       for s in new if s.conversation is not None],
                                     self._history_turns, self._history_bytes)
-
-    def add_turns(self, turns: Sequence[dict[str, Any]]) -> None:
-        """Keep the redacted turn summaries ``turns`` (``conversation.turn_of``) for the samples of
-        later turns. Raises :class:`Retryable` when the database is unavailable."""
-        if self._history_turns:
-            turn_store.add_turns(self._engine, turns, 4 * self._history_turns, self._clock(), self._key_id)
 
     def delete_turns_before(self, before: float) -> int:
         """Retention: delete the conversation turns kept since before ``before``; returns how many."""

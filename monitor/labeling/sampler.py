@@ -209,9 +209,8 @@ class SampleWriter:
             turns, self._turns = self._turns, []
         # On failure the batch is retried with the same decisions (the pipeline keeps them), so
         # nothing pending needs keeping here; a sample already stored is not admitted twice.
-        # the batch's turns first: a sample of a later turn in the same batch carries them
-        self._store.add_turns(turns)
-        admission = self._store.admit(pending, self._config.cap, self._config.weekly_total_cap)
+        # the batch's turns are stored first: a sample of a later turn in the same batch carries them
+        admission = self._store.admit(pending, self._config.cap, self._config.weekly_total_cap, turns)
         created = set(admission.created)
         if self._publish is not None and created:
             self._publish([_published(s) for s in pending if s.trace_id in created])

@@ -15,12 +15,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from sqlalchemy import JSON, Column, Engine, Index, String, Text, and_, delete, func, or_, tuple_
+from sqlalchemy import JSON, Column, Connection, Engine, Index, String, Text, and_, delete, func, or_, tuple_
 from sqlalchemy import select as core_select
-from sqlalchemy.exc import SQLAlchemyError
 from sqlmodel import Field, Session, SQLModel
 
-from ragmon.monitor.core.errors import Retryable
 from ragmon.monitor.labeling.conversation import bounded_history, is_earlier, order_key
 from ragmon.monitor.storage.upsert import conflict_insert
 
@@ -45,27 +43,25 @@ _TABLE = ConversationTurn.__table__  # type: ignore[attr-defined]
 _C = _TABLE.c
 
 
-def add_turns(engine: Engine, rows: Sequence[dict[str, Any]], keep: int, now: float, key_id: str) -> None:
+def add_turns(connection: Connection, rows: Sequence[dict[str, Any]], keep: int, now: float, key_id: str) -> None:
     """Store the turn summaries ``rows`` (a turn stored already is left as it is), then delete the
-    turns of their conversations beyond the newest ``keep``, in one transaction. Raises
-    :class:`Retryable` when the database is unavailable."""
+    turns of their conversations beyond the newest ``keep``, in the caller's transaction (the
+    sample store's admission: one commit per flushed batch)."""
     if not rows:
         return
-    try:
-        with engine.begin() as connection:
-            connection.execute(conflict_insert(connection, _TABLE).on_conflict_do_nothing(index_elements=["trace_id"]),
-                               [{**row, "recorded_at": now, "caller_key_id": key_id} for row in rows])
-            conversations = sorted({(row["tenant"], row["conversation"]) for row in rows})
-            crowded = connection.execute(
-                core_select(_C.tenant, _C.conversation).where(tuple_(_C.tenant, _C.conversation).in_(conversations))
-                .group_by(_C.tenant, _C.conversation).having(func.count() > keep)).all()
-            for tenant, conversation in crowded:  # rare: a conversation longer than ``keep`` turns
-                turns = connection.execute(core_select(_C.trace_id, _C.turn, _C.time).where(
-                    _C.tenant == tenant, _C.conversation == conversation)).all()
-                oldest = sorted(turns, key=lambda t: order_key(t.turn, t.time, t.trace_id))[:len(turns) - keep]
-                connection.execute(delete(_TABLE).where(_C.trace_id.in_([t.trace_id for t in oldest])))
-    except SQLAlchemyError as error:
-        raise Retryable(f"conversation turns: {type(error).__name__}") from error
+    # in trace id order: two replicas given the same turns (a redelivery) take their keys alike
+    connection.execute(conflict_insert(connection, _TABLE).on_conflict_do_nothing(index_elements=["trace_id"]),
+                       sorted(({**row, "recorded_at": now, "caller_key_id": key_id} for row in rows),
+                              key=lambda row: row["trace_id"]))
+    conversations = sorted({(row["tenant"], row["conversation"]) for row in rows})
+    crowded = connection.execute(
+        core_select(_C.tenant, _C.conversation).where(tuple_(_C.tenant, _C.conversation).in_(conversations))
+        .group_by(_C.tenant, _C.conversation).having(func.count() > keep)).all()
+    for tenant, conversation in crowded:  # rare: a conversation longer than ``keep`` turns
+        turns = connection.execute(core_select(_C.trace_id, _C.turn, _C.time).where(
+            _C.tenant == tenant, _C.conversation == conversation)).all()
+        oldest = sorted(turns, key=lambda t: order_key(t.turn, t.time, t.trace_id))[:len(turns) - keep]
+        connection.execute(delete(_TABLE).where(_C.trace_id.in_([t.trace_id for t in oldest])))
 
 
 def histories(session: Session, tenant: str, graded: Sequence[tuple[str, str, int | None, float]],
