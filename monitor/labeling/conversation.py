@@ -16,7 +16,7 @@ could split a secret in two halves that no detector recognizes).
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from ragmon.monitor.core.model import TraceEvent
@@ -44,19 +44,23 @@ def clip(text: str) -> str:
     return text if len(text) <= MAX_TEXT_CHARS else text[:MAX_TEXT_CHARS - len(CUT)] + CUT
 
 
-def turn_of(redactor: Redactor, trace: TraceEvent) -> dict[str, Any] | None:
+def turn_of(redactor: Redactor, trace: TraceEvent, conversation_pseudonym: Callable[[str], str] | None = None,
+            caller_pseudonym: Callable[[str], str] | None = None) -> dict[str, Any] | None:
     """The redacted summary of a chat turn, as a row of the turn table (but ``recorded_at`` and
     ``caller_key_id``), or None for a trace without a conversation. Ids are keyed as in the trace's
-    sample: the shown trace id and tenant, the conversation's and the caller's pseudonyms."""
+    sample: the shown trace id and tenant, the conversation's and the caller's pseudonyms (by the
+    redactor's, or the given functions: the sampler's, which remember recent ones)."""
     if trace.conversation_id is None:
         return None
+    conversation_pseudonym = conversation_pseudonym or redactor.pseudonymize_conversation
+    caller_pseudonym = caller_pseudonym or redactor.pseudonymize_caller
     message = redactor.redact(trace.query)
     searched = searched_of(message, (None if r.query is None else redactor.redact(r.query) for r in trace.retrievals))
     answer = trace.answer.text if trace.answer is not None else None
     caller = trace.caller.id if trace.caller is not None else None
     return {"trace_id": redactor.shown_id(trace.trace_id), "tenant": redactor.shown_id(trace.tenant),
-            "conversation": redactor.pseudonymize_conversation(trace.conversation_id),
-            "caller": "" if caller is None else redactor.pseudonymize_caller(caller),
+            "conversation": conversation_pseudonym(trace.conversation_id),
+            "caller": "" if caller is None else caller_pseudonym(caller),
             "turn": trace.turn, "time": trace.time, "message": clip(message),
             "searched": [clip(s) for s in searched[:MAX_SEARCHED]],
             "answer": None if answer is None else clip(redactor.redact(answer))}

@@ -89,6 +89,10 @@ class Sampler:
         self._lock = threading.Lock()
         self._decoder = decoder
         self._encode = msgspec.json.Encoder().encode
+        # every chat turn's summary names its conversation and caller by pseudonym, an HMAC each:
+        # a conversation's turns and a caller's questions repeat them, so recent ones are remembered
+        self._conversation_pseudonym = functools.lru_cache(maxsize=4096)(redactor.pseudonymize_conversation)
+        self._caller_pseudonym = functools.lru_cache(maxsize=4096)(redactor.pseudonymize_caller)
 
     def decide(self, event: Event, signals: Signals | None, data: bytes) -> SamplingDecision | None:
         """The decision for one event and its signals (``data``: the record as received), or None
@@ -101,7 +105,7 @@ class Sampler:
             if chosen:
                 self._admit(event.trace_id, held, chosen, decision, event)
             if event.conversation_id is not None and self._config.history_turns:
-                turn = turn_of(self._redactor, event)
+                turn = turn_of(self._redactor, event, self._conversation_pseudonym, self._caller_pseudonym)
                 if turn is not None:
                     decision.turns.append(turn)
         for ref, stratum in late_strata_from(signals) if signals is not None else []:
