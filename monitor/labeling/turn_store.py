@@ -1,4 +1,4 @@
-"""The conversation turns kept for samples' histories (SQLModel, migration 0015): one redacted
+"""The conversation turns kept for samples' histories (SQLModel, migration 0016): one redacted
 summary per chat turn (``conversation.turn_of``), written in bulk when a batch is flushed, read
 when a sample of a later turn of the same conversation is first stored.
 
