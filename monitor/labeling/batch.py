@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from ragmon.monitor.core.private_files import private_dir, write_private
+from ragmon.monitor.labeling.case_history import CONVERSATION_KEYS, conversation
 from ragmon.monitor.labeling.conversation import searched_of
 
 LABEL_CONFIG = """<View>
@@ -173,7 +174,8 @@ class TaskProblem(ValueError):
 def labeled_case(task: dict[str, Any]) -> dict[str, Any] | None:
     """The regression case a labeler's annotation of ``task`` (from a Label Studio export) makes,
     or None when the task has no submitted annotation yet. The newest submitted annotation wins;
-    skipped (cancelled) ones are not labels. Raises :class:`TaskProblem`."""
+    skipped (cancelled) ones are not labels. A follow-up turn's case keeps its conversation
+    (``history``, ``turn``, ``searched``: docs/evaluation.md). Raises :class:`TaskProblem`."""
     data = task.get("data") or {}
     case = data.get("case")
     passages = data.get("passages")
@@ -208,5 +210,10 @@ def labeled_case(task: dict[str, Any]) -> dict[str, Any] | None:
     reference = " ".join(t.strip() for t in texts.get("reference_answer", []) if t.strip()) or None
     if answerable == ["unanswerable"] and any(u["grade"] >= 1 for u in relevant):
         raise TaskProblem("marked unanswerable, yet a passage is graded relevant")
-    return {**case, "expected": "answer" if answerable == ["answerable"] else "abstain",
+    try:  # a follow-up keeps its conversation: the task's history and searched queries, else the case's
+        turns = conversation(data, case)
+    except ValueError as problem:
+        raise TaskProblem(str(problem)) from None
+    kept = {key: value for key, value in case.items() if key not in CONVERSATION_KEYS}
+    return {**kept, **turns, "expected": "answer" if answerable == ["answerable"] else "abstain",
             "relevant": relevant, "reference_answer": reference}

@@ -14,9 +14,11 @@ import math
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Annotated, Literal
 
 import msgspec
+
+from ragmon.monitor.core.model import MAX_TURN
 
 METRICS = ("recall", "precision", "hit", "mrr", "ndcg")
 
@@ -38,9 +40,19 @@ class Origin(msgspec.Struct, omit_defaults=True):
     week: str | None = None
 
 
+class EarlierTurn(msgspec.Struct, omit_defaults=True):
+    """A turn before the one asked, as the user and the system had it (docs/evaluation.md)."""
+
+    message: str
+    answer: str | None = None
+    searched: list[str] = []  # what its retrievers searched, where not the message itself
+
+
 class Case(msgspec.Struct, omit_defaults=True):
     """One labeled question. Unknown fields (reference answer, tenant, corpus...) are kept by the
-    dataset but ignored here."""
+    dataset but ignored here. A case from a follow-up turn carries the turns before it
+    (``history``, oldest first) and its ``turn`` (1 for the first); ``searched`` is what the
+    system that was labeled searched for it."""
 
     id: str
     question: str = ""
@@ -50,6 +62,14 @@ class Case(msgspec.Struct, omit_defaults=True):
     split: str = "dev"
     tags: list[str] = []
     origin: Origin | None = None
+    history: list[EarlierTurn] = []
+    turn: Annotated[int, msgspec.Meta(ge=1, le=MAX_TURN)] | None = None
+    searched: list[str] = []
+
+    @property
+    def follow_up(self) -> bool:
+        """Asked after earlier turns of its conversation: it has a history, or a turn above 1."""
+        return bool(self.history) or (self.turn is not None and self.turn > 1)
 
 
 class RetrievedItem(msgspec.Struct, omit_defaults=True):
@@ -64,9 +84,14 @@ class RetrievedItem(msgspec.Struct, omit_defaults=True):
 
 
 class RunEntry(msgspec.Struct, omit_defaults=True):
+    """What a system retrieved for one case. ``history``: the earlier turns it was given with the
+    question (None: the run does not say); ``searched``: what it searched, where it rewrote."""
+
     case_id: str
     retrieved: list[RetrievedItem] = []
     abstained: bool = False
+    history: list[EarlierTurn] | None = None
+    searched: list[str] = []
 
 
 def matches(item: RetrievedItem, unit: LabeledUnit) -> bool:
@@ -146,15 +171,23 @@ class GroupScore:
         }
 
 
+FIRST_TURNS, FOLLOW_UPS = "turn:first", "turn:follow-up"
+
+
 def evaluate(cases: Iterable[Case], runs: Iterable[RunEntry], ks: Sequence[int]) -> dict:
-    """Scores overall, per split and per tag. Answerable cases (``expected: answer`` with a unit of
+    """Scores overall, per split and per tag, and, when any case is a follow-up turn, for first
+    turns and follow-ups apart. Answerable cases (``expected: answer`` with a unit of
     grade >= 1) give the ranking metrics; unanswerable ones (``expected: abstain``) are scored on
     abstention alone. A case with no run entry counts as retrieving nothing, and is reported."""
+    cases = list(cases)
     by_case = {run.case_id: run for run in runs}
+    by_turn = any(case.follow_up for case in cases)
     groups: dict[str, GroupScore] = defaultdict(GroupScore)
     for case in cases:
         run = by_case.get(case.id)
         names = ["all", f"split:{case.split}", *(f"tag:{t}" for t in case.tags)]
+        if by_turn:
+            names.append(FOLLOW_UPS if case.follow_up else FIRST_TURNS)
         targets = [groups[n] for n in names]
         retrieved = run.retrieved if run is not None else []
         abstained = run.abstained if run is not None else False
@@ -178,16 +211,19 @@ def evaluate(cases: Iterable[Case], runs: Iterable[RunEntry], ks: Sequence[int])
             for k, ok in supported.items():
                 group.claims_supported[k] += ok
             group.claims_total += with_evidence
-    ordered = sorted(groups, key=lambda n: (n != "all", not n.startswith("split:"), n))
+    ordered = sorted(groups, key=lambda n: (n != "all", not n.startswith("turn:"), not n.startswith("split:"), n))
     return {"k": list(ks), "groups": {name: groups[name].as_dict(ks) for name in ordered}}
 
 
 def parse_threshold(text: str) -> tuple[str, float]:
-    """``recall@5=0.8`` -> ("recall@5", 0.8); errors name what is wrong."""
+    """``recall@5=0.8`` -> ("recall@5", 0.8), a floor on the whole set; ``turn:follow-up/recall@5=0.6``
+    -> ("turn:follow-up/recall@5", 0.6), a floor on one group of the report. Errors name what is wrong."""
     name, sep, value = text.partition("=")
-    metric, at, k = name.partition("@")
-    if not sep or not at or metric not in (*METRICS, "claim_evidence") or not k.isdigit():
-        raise ValueError(f"{text!r}: expected METRIC@K=VALUE with METRIC one of {', '.join(METRICS)}, claim_evidence")
+    group, slash, measure = name.rpartition("/")
+    metric, at, k = measure.partition("@")
+    if not sep or not at or metric not in (*METRICS, "claim_evidence") or not k.isdigit() or (slash and not group):
+        raise ValueError(f"{text!r}: expected [GROUP/]METRIC@K=VALUE with METRIC one of {', '.join(METRICS)}, "
+                         "claim_evidence")
     try:
         number = float(value)
     except ValueError:
@@ -197,30 +233,38 @@ def parse_threshold(text: str) -> tuple[str, float]:
     return name, number
 
 
-def overall(report: dict, name: str) -> float | None:
-    group = report["groups"].get("all", {})
-    return group.get(name) if name.startswith("claim_evidence") else group.get("metrics", {}).get(name)
+def measured(report: dict, name: str) -> float | None:
+    """The value of ``name`` (``metric@k``, of the whole set, or ``GROUP/metric@k``) in a report."""
+    group_name, _, metric = name.rpartition("/")
+    group = report["groups"].get(group_name or "all", {})
+    return group.get(metric) if metric.startswith("claim_evidence") else group.get("metrics", {}).get(metric)
 
 
 def gate(report: dict, fail_under: Sequence[tuple[str, float]], baseline: dict | None,
          max_drop: float | None) -> list[str]:
-    """Reasons to fail CI: a metric under its floor, or dropped from the baseline by more than ``max_drop``.
-    A baseline that is not a report of ``ragmon eval`` is a ValueError."""
+    """Reasons to fail CI: a metric under its floor, or dropped from the baseline by more than
+    ``max_drop`` (over the whole set, and over first turns and follow-ups where both reports have
+    them). A baseline that is not a report of ``ragmon eval`` is a ValueError."""
     failures = []
     for name, floor in fail_under:
-        value = overall(report, name)
+        value = measured(report, name)
         if value is None:
-            failures.append(f"{name}: not measured (no answerable case, or k not evaluated)")
+            group = name.rpartition("/")[0]
+            where = f"no answerable case in {group}" if group else "no answerable case"
+            failures.append(f"{name}: not measured ({where}, or k not evaluated)")
         elif value < floor:
             failures.append(f"{name} = {value:.4f} is under {floor:.4f}")
     if baseline is not None and max_drop is not None:
         groups = baseline.get("groups") if isinstance(baseline, dict) else None
         if not isinstance(groups, dict):  # another file given by mistake would compare nothing, and pass
             raise ValueError("the baseline is not a report of `ragmon eval -o json` (it has no groups)")
-        for name, before in groups.get("all", {}).get("metrics", {}).items():
-            now = overall(report, name)
-            if before is not None and now is not None and before - now > max_drop:
-                failures.append(f"{name} dropped {before - now:.4f} from {before:.4f} (allowed {max_drop:.4f})")
+        for group in ("all", FIRST_TURNS, FOLLOW_UPS):
+            prefix = "" if group == "all" else f"{group}/"
+            for metric, before in (groups.get(group) or {}).get("metrics", {}).items():
+                now = measured(report, prefix + metric)
+                if before is not None and now is not None and before - now > max_drop:
+                    failures.append(f"{prefix}{metric} dropped {before - now:.4f} from {before:.4f} "
+                                    f"(allowed {max_drop:.4f})")
     return failures
 
 

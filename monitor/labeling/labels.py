@@ -20,6 +20,7 @@ from typing import Any
 
 from ragmon.monitor.core.private_files import write_private
 from ragmon.monitor.labeling.batch import TaskProblem, labeled_case
+from ragmon.monitor.labeling.case_history import conversation
 
 CASE_KEYS = ("id", "question", "tenant", "caller_groups", "corpus", "expected", "relevant", "reference_answer",
              "claims", "tags", "split", "origin")
@@ -113,7 +114,8 @@ def _collect(out: Reviewed, where: str, case: dict[str, Any]) -> None:
 
 def filled_case(case: dict[str, Any]) -> dict[str, Any]:
     """A hand-filled case checked and put in dataset form. Candidates carrying a ``grade`` join
-    ``relevant``; the candidate list itself is dropped. Raises :class:`TaskProblem`."""
+    ``relevant``; the candidate list itself is dropped. A follow-up keeps its conversation
+    (``history`` as the weekly pull wrote it, ``turn``, ``searched``). Raises :class:`TaskProblem`."""
     if not isinstance(case.get("id"), str) or not case["id"]:
         raise TaskProblem("`id` is missing")
     if case.get("expected") not in ("answer", "abstain"):
@@ -136,7 +138,12 @@ def filled_case(case: dict[str, Any]) -> dict[str, Any]:
             raise TaskProblem(f"relevant[{number}]: span {span!r} is not [start, end) with start < end")
     if case["expected"] == "abstain" and any(u["grade"] >= 1 for u in relevant):
         raise TaskProblem("expected is abstain, yet a passage is graded relevant")
+    try:
+        turns = conversation(case)
+    except ValueError as problem:
+        raise TaskProblem(str(problem)) from None
     out = {key: case.get(key) for key in CASE_KEYS if key in case}
+    out.update(turns)
     out["relevant"] = relevant
     out.setdefault("split", "dev")
     return out

@@ -12,7 +12,8 @@ import msgspec
 from ragmon.monitor.core.model import TraceEvent
 from ragmon.monitor.core.signals.outcome import answer_outcome
 from ragmon.monitor.core.signals.results import Outcome
-from ragmon.monitor.labeling.evaluate import Case, RetrievedItem, RunEntry
+from ragmon.monitor.labeling.case_history import case_history
+from ragmon.monitor.labeling.evaluate import Case, EarlierTurn, RetrievedItem, RunEntry
 
 CONTEXT = "context"
 
@@ -20,7 +21,8 @@ CONTEXT = "context"
 def run_entry(case_id: str, payload: Mapping[str, Any], stage: str, refusals: re.Pattern[str] | None) -> RunEntry:
     """The run entry of one stored trace. ``stage`` is ``context`` (what reached the model, in its
     order) or the name of a retriever (that retriever's list). Abstention is judged as the no-answer
-    signal judges it: the explicit flag, then the refusal patterns."""
+    signal judges it: the explicit flag, then the refusal patterns. The entry carries the earlier
+    turns the sample kept (when it kept any record of them) and what the retrievers searched."""
     trace = msgspec.convert({**payload, "type": "trace"}, TraceEvent)
     if stage == CONTEXT:
         passages = trace.final_context()
@@ -28,8 +30,13 @@ def run_entry(case_id: str, payload: Mapping[str, Any], stage: str, refusals: re
         lists = [r.passages for r in trace.retrievals if r.retriever == stage]
         passages = lists[-1] if lists else []
     retrieved = [RetrievedItem(id=p.id, doc_id=p.doc_id, doc_version=p.doc_version, span=p.span) for p in passages]
-    return RunEntry(case_id=case_id, retrieved=retrieved,
-                    abstained=answer_outcome(trace, refusals) is Outcome.ABSTAINED)
+    history = None
+    if payload.get("history") is not None:
+        history = [msgspec.convert(turn, EarlierTurn) for turn in case_history(payload["history"])]
+    searched = [r.query for r in trace.retrievals if r.query is not None and r.query != trace.query]
+    abstained = answer_outcome(trace, refusals) is Outcome.ABSTAINED
+    return RunEntry(case_id=case_id, retrieved=retrieved, abstained=abstained, history=history,
+                    searched=list(dict.fromkeys(searched)))
 
 
 def origin_of(case: Case) -> str:

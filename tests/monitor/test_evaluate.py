@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import random
+import re
 
 import ir_measures
 import pytest
@@ -205,8 +206,8 @@ def test_a_baseline_that_is_not_a_report_is_refused_not_compared_to_nothing(fore
 
 
 def test_a_threshold_without_a_value_names_the_form_expected():
-    with pytest.raises(ValueError, match="expected METRIC@K=VALUE with METRIC one of recall, precision, hit, mrr, "
-                                         "ndcg, claim_evidence"):
+    with pytest.raises(ValueError, match=re.escape("expected [GROUP/]METRIC@K=VALUE with METRIC one of recall, "
+                                                   "precision, hit, mrr, ndcg, claim_evidence")):
         parse_threshold("recall@5")
     with pytest.raises(ValueError, match="'nan' is not a finite number"):
         parse_threshold("recall@5=nan")

@@ -154,3 +154,89 @@ def test_runs_from_stored_traces_take_the_context_or_a_retrievers_list():
     cases = [Case(id="c1", origin=Origin(trace_id="t1")), Case(id="t1"), Case(id="c3", origin=Origin("gone"))]
     runs, missing = production_run(cases, {"t1": payload}, "context", None)
     assert [r.case_id for r in runs] == ["c1", "t1"] and missing == ["c3"]
+
+
+# -- cases with their conversation (docs/evaluation.md) ------------------------------------------
+
+# The earlier turns as a sample keeps them (docs/sampling.md), in the task data and the weekly cases.
+HISTORY = [{"turn": 1, "time": 1764410000.0, "trace_id": "t0", "message": "How many vacation days carry over?",
+            "searched": [], "answer": "Five days carry over."},
+           {"turn": 2, "time": 1764410060.0, "trace_id": "t0b", "message": "and for part-timers?",
+            "searched": ["vacation carry over part-time staff"], "answer": None}]
+CONDENSED = [{"message": "How many vacation days carry over?", "answer": "Five days carry over."},
+             {"message": "and for part-timers?", "searched": ["vacation carry over part-time staff"]}]
+
+
+def follow_up_task(history=HISTORY, searched=("vacation carry over contractors",), **case) -> dict:
+    labeled = task(GOOD, case={**CASE, "turn": 3, **case})
+    labeled["data"].update(question="and contractors?", history=history, searched=list(searched))
+    return labeled
+
+
+def test_a_follow_up_task_keeps_its_history_turn_and_searched_queries():
+    case = labeled_case(follow_up_task())
+    assert case["history"] == CONDENSED  # no time or trace id: what a candidate needs to be asked again
+    assert case["turn"] == 3 and case["searched"] == ["vacation carry over contractors"]
+    assert case["expected"] == "answer" and case["relevant"][0]["grade"] == 2
+    first = labeled_case(follow_up_task(history=[], searched=(), turn=1))
+    assert "history" not in first and "searched" not in first and first["turn"] == 1
+    assert not {"history", "turn", "searched"} & set(labeled_case(task(GOOD)))  # as before conversations
+
+
+def test_the_tasks_history_wins_over_the_one_its_case_carries():
+    stale = [{"message": "something else", "answer": None}]
+    both = follow_up_task(history=HISTORY)
+    both["data"]["case"]["history"] = stale
+    assert labeled_case(both)["history"] == CONDENSED
+    from_case = follow_up_task(history=HISTORY)
+    del from_case["data"]["history"]
+    from_case["data"]["case"]["history"] = HISTORY  # the weekly pull's case alone carries it
+    assert labeled_case(from_case)["history"] == CONDENSED
+
+
+@pytest.mark.parametrize("history, searched, turn, message", [
+    ({"message": "x"}, [], 3, "`history` is not a list of turns"),
+    ([HISTORY[0], "and for part-timers?"], [], 3, "history[1] is not an object"),
+    ([{**HISTORY[0], "message": None}], [], 3, "history[0]: `message` is missing or not text"),
+    ([{**HISTORY[0], "answer": ["Five"]}], [], 3, "history[0]: `answer` is not text"),
+    ([{**HISTORY[0], "searched": "carry over"}], [], 3, "`history[0].searched` is not a list of texts"),
+    (HISTORY, [7], 3, "`searched` is not a list of texts"),
+    (HISTORY, [], 0, "`turn` is 0, not a whole number from 1 to 1000000"),
+    (HISTORY, [], "3", "`turn` is '3', not a whole number from 1 to 1000000"),
+])
+def test_a_malformed_conversation_is_a_problem_naming_the_task(history, searched, turn, message):
+    export = [follow_up_task(history=history, searched=searched, turn=turn), task(GOOD, task_id=8,
+                                                                               case={**CASE, "id": "t2"})]
+    reviewed = read_labeled(json.dumps(export).encode())
+    assert [(p.where, p.message) for p in reviewed.problems] == [("task 7 (case t1)", message)]
+    assert [c["id"] for c in reviewed.cases] == ["t2"]  # one bad task never stops the others
+
+
+def test_a_filled_weekly_case_keeps_its_history_in_the_cases_shape():
+    line = {**CASE, "expected": "answer", "relevant": [{"doc_id": "d1"}], "history": HISTORY, "turn": 3,
+            "searched": ["vacation carry over contractors"]}
+    case = filled_case(line)
+    assert (case["history"], case["turn"], case["searched"]) == (CONDENSED, 3, ["vacation carry over contractors"])
+    assert "history" not in filled_case({**line, "history": [], "turn": None, "searched": []})
+    with pytest.raises(TaskProblem, match="history\\[1\\]: `message` is missing"):
+        filled_case({**line, "history": [HISTORY[0], {"answer": "?"}]})
+    reviewed = read_labeled(json.dumps({**line, "turn": True}).encode() + b"\n")
+    assert [(p.where, p.message) for p in reviewed.problems] == [
+        ("line 1 (case t1)", "`turn` is True, not a whole number from 1 to 1000000")]
+
+
+def test_a_run_from_a_stored_follow_up_carries_its_history_and_what_was_searched():
+    payload = {"trace_id": "t1", "time": 1.0, "query": "and contractors?", "index": {"name": "handbook"},
+               "turn": 3, "history": HISTORY,
+               "retrievals": [{"retriever": "bm25", "query": "vacation carry over contractors",
+                               "passages": [{"id": "b1"}]},
+                              {"retriever": "vector", "query": "vacation carry over contractors", "passages": []},
+                              {"retriever": "fused", "query": "and contractors?", "passages": []}]}
+    entry = run_entry("t1", payload, "bm25", None)
+    assert [(t.message, t.answer, t.searched) for t in entry.history] == [
+        ("How many vacation days carry over?", "Five days carry over.", []),
+        ("and for part-timers?", None, ["vacation carry over part-time staff"])]
+    assert entry.searched == ["vacation carry over contractors"]  # distinct, and not the message itself
+    before = {key: value for key, value in payload.items() if key != "history"}  # stored before histories
+    assert run_entry("t1", before, "bm25", None).history is None  # the run does not say
+    assert run_entry("t1", {**payload, "history": []}, "bm25", None).history == []
