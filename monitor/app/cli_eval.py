@@ -11,6 +11,7 @@ from rich.table import Table
 from ragmon.monitor.app.cli_numbers import FINITE_FLOAT
 from ragmon.monitor.app.cli_output import output_option, shown, stdout, visible
 from ragmon.monitor.labeling.evaluate import METRICS, evaluate, gate, load_cases, load_runs, parse_threshold
+from ragmon.monitor.labeling.replay_check import mismatch_failures, mismatch_notes, mismatches
 
 console = stdout()  # full-width lines when stdout is not a terminal
 
@@ -38,8 +39,9 @@ def _ks(text: str) -> list[int]:
               help="With --run-from-store: also write the run built as JSONL.")
 @click.option("--k", "k_text", default="3,5,10", show_default=True, help="Cut-offs, comma-separated.")
 @output_option("table", "json")
-@click.option("--fail-under", "floors", multiple=True, metavar="METRIC@K=VALUE",
-              help="Exit 1 when an overall metric is under VALUE, e.g. recall@5=0.8. Repeatable.")
+@click.option("--fail-under", "floors", multiple=True, metavar="[GROUP/]METRIC@K=VALUE",
+              help="Exit 1 when an overall metric (or one group's) is under VALUE, e.g. recall@5=0.8 or "
+                   "turn:follow-up/recall@5=0.6. Repeatable.")
 @click.option("--baseline", type=click.Path(exists=True, dir_okay=False, path_type=Path),
               help="A previous `-o json` report to compare with.")
 @click.option("--max-drop", type=FINITE_FLOAT,
@@ -49,7 +51,8 @@ def eval_command(ctx: click.Context, cases_file: Path, run_file: Path | None, ru
                  write_run: Path | None, k_text: str, output: str, floors: tuple[str, ...], baseline: Path | None,
                  max_drop: float | None) -> None:
     """Recall, precision, hit, MRR and nDCG at k over the answerable cases; abstention on the
-    unanswerable ones; claim evidence availability; per split and per tag."""
+    unanswerable ones; claim evidence availability; per split, per tag, and first turns apart
+    from follow-ups. A run that replayed a follow-up without its case's history fails."""
     ks = _ks(k_text)
     if (run_file is None) == (not run_from_store):
         raise click.UsageError("give either --run FILE or --run-from-store")
@@ -62,16 +65,20 @@ def eval_command(ctx: click.Context, cases_file: Path, run_file: Path | None, ru
     except ValueError as error:
         raise click.UsageError(str(error)) from None
     report = evaluate(cases, runs, ks)
+    found = mismatches(cases, runs)
     previous = json.loads(baseline.read_text()) if baseline is not None else None
     try:
-        failures = gate(report, thresholds, previous, max_drop)
+        failures = mismatch_failures(found) + gate(report, thresholds, previous, max_drop)
     except ValueError as error:
         raise click.UsageError(f"--baseline {baseline}: {error}") from None
+    report["mismatches"] = found
     report["failures"] = failures
     if output == "json":
         click.echo(json.dumps(report, indent=2))
     else:
         _print(report, ks)
+    for note in mismatch_notes(found):
+        click.echo(visible(f"warning: {note}"), err=True)
     for failure in failures:
         click.echo(visible(f"FAIL {failure}"), err=True)
     if failures:

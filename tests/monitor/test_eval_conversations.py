@@ -1,0 +1,176 @@
+"""Cases with their conversation in ``ragmon eval`` (docs/evaluation.md): follow-up turns scored
+apart from first turns, floors on one group, drops from a baseline per group, and runs that
+replayed a follow-up on another conversation than its case's."""
+
+from __future__ import annotations
+
+import json
+
+import msgspec
+import pytest
+from click.testing import CliRunner
+
+from ragmon.monitor.app.cli import main
+from ragmon.monitor.labeling.evaluate import (
+    Case,
+    EarlierTurn,
+    LabeledUnit,
+    RetrievedItem,
+    RunEntry,
+    evaluate,
+    gate,
+    load_cases,
+    load_runs,
+    parse_threshold,
+)
+from ragmon.monitor.labeling.replay_check import mismatch_failures, mismatch_notes, mismatches
+
+EARLIER = [EarlierTurn(message="How many vacation days carry over?", answer="Five."),
+           EarlierTurn(message="and for part-timers?", searched=["carry over part-time"])]
+
+
+def retrieved(*docs: str) -> list[RetrievedItem]:
+    return [RetrievedItem(id=f"{doc}#1", doc_id=doc) for doc in docs]
+
+
+def conversation_set():
+    """q1 a first turn (found), q2 a follow-up with its history (missed), q3 a follow-up known by its
+    turn alone (found), q4 an unanswerable follow-up (abstained)."""
+    cases = [Case(id="q1", relevant=[LabeledUnit(doc_id="a")]),
+             Case(id="q2", relevant=[LabeledUnit(doc_id="b")], history=EARLIER, turn=3),
+             Case(id="q3", relevant=[LabeledUnit(doc_id="c")], turn=2),
+             Case(id="q4", expected="abstain", history=EARLIER[:1], split="heldout")]
+    runs = [RunEntry(case_id="q1", retrieved=retrieved("a")),
+            RunEntry(case_id="q2", retrieved=retrieved("x", "y"), history=EARLIER),
+            RunEntry(case_id="q3", retrieved=retrieved("c")),
+            RunEntry(case_id="q4", abstained=True, history=EARLIER[:1])]
+    return cases, runs
+
+
+def test_follow_up_turns_are_scored_apart_from_first_turns():
+    report = evaluate(*conversation_set(), ks=[1, 2])
+    groups = report["groups"]
+    assert list(groups) == ["all", "turn:first", "turn:follow-up", "split:dev", "split:heldout"]
+    assert groups["all"]["metrics"]["recall@1"] == pytest.approx(2 / 3)
+    assert (groups["turn:first"]["answerable"], groups["turn:first"]["metrics"]["recall@1"]) == (1, 1.0)
+    follow_ups = groups["turn:follow-up"]
+    assert (follow_ups["answerable"], follow_ups["unanswerable"]) == (2, 1)  # q2, q3; q4
+    assert follow_ups["metrics"]["recall@2"] == 0.5 and follow_ups["correct_abstention_rate"] == 1.0
+    assert groups["turn:first"]["unanswerable"] == 0
+
+
+def test_a_set_without_follow_ups_reports_as_before():
+    cases = [Case(id="q1", relevant=[LabeledUnit(doc_id="a")]), Case(id="q2", relevant=[LabeledUnit(doc_id="b")],
+                                                                     turn=1, split="heldout")]
+    report = evaluate(cases, [RunEntry(case_id="q1", retrieved=retrieved("a"))], ks=[1])
+    assert list(report["groups"]) == ["all", "split:dev", "split:heldout"]
+
+
+def test_a_floor_can_judge_one_group():
+    assert parse_threshold("turn:follow-up/recall@5=0.6") == ("turn:follow-up/recall@5", 0.6)
+    assert parse_threshold("recall@5=0.6") == ("recall@5", 0.6)
+    for bad in ("/recall@5=0.6", "turn:follow-up/recal@5=0.6", "turn:follow-up/=0.6"):
+        with pytest.raises(ValueError, match="GROUP/"):
+            parse_threshold(bad)
+    report = evaluate(*conversation_set(), ks=[1, 2])
+    floors = [parse_threshold(text) for text in ("recall@2=0.6", "turn:follow-up/recall@2=0.6",
+                                                 "turn:first/recall@2=1", "split:heldout/recall@2=0.1",
+                                                 "turn:follow-up/claim_evidence@2=0.5")]
+    assert gate(report, floors, None, None) == [
+        "turn:follow-up/recall@2 = 0.5000 is under 0.6000",
+        "split:heldout/recall@2: not measured (no answerable case in split:heldout, or k not evaluated)",
+        "turn:follow-up/claim_evidence@2: not measured (no answerable case in turn:follow-up, or k not evaluated)"]
+    assert gate(report, [("recall@3", 0.1)], None, None) == [
+        "recall@3: not measured (no answerable case, or k not evaluated)"]  # the overall floor as it was
+
+
+def test_a_drop_in_follow_ups_fails_against_a_baseline_that_has_them():
+    cases, runs = conversation_set()
+    baseline = evaluate(cases, [*runs[:1], RunEntry(case_id="q2", retrieved=retrieved("b"), history=EARLIER),
+                                *runs[2:]], ks=[1])
+    now = evaluate(cases, runs, ks=[1])
+    failures = gate(now, [], baseline, 0.4)
+    assert sorted(failures) == sorted(f"turn:follow-up/{m}@1 dropped 0.5000 from 1.0000 (allowed 0.4000)"
+                                      for m in ("recall", "precision", "hit", "mrr", "ndcg"))
+    old = {"groups": {"all": baseline["groups"]["all"]}}  # a report from before conversations were kept
+    assert gate(now, [], old, 0.4) == []
+
+
+def test_a_run_replayed_on_another_conversation_is_named():
+    cases, runs = conversation_set()
+    assert mismatches(cases, runs) == {}
+    lost = [runs[0], RunEntry(case_id="q2", retrieved=retrieved("b"), history=[]), runs[2], runs[3]]
+    assert mismatches(cases, lost) == {"history_lost": ["q2"]}
+    silent = [runs[0], RunEntry(case_id="q2", retrieved=retrieved("b")), runs[2], runs[3]]
+    assert mismatches(cases, silent) == {"history_lost": ["q2"]}  # other lines tell theirs: this one lost it
+    other = [EarlierTurn(message="How many vacation days carry over?", answer="Its own answer."),
+             EarlierTurn(message="and for interns?")]
+    differs = [RunEntry(case_id="q1", history=EARLIER[:1]), RunEntry(case_id="q2", history=other),
+               RunEntry(case_id="q3", history=EARLIER), RunEntry(case_id="q4", history=[
+                   EarlierTurn(message="How many vacation days carry over?", answer="Its own answer.")])]
+    # q1 is a first turn given a history; q2 another message; q3's own history was not kept (no check);
+    # q4 the same message with another answer: a system replayed turn by turn gives its own
+    assert mismatches(cases, differs) == {"history_differs": ["q1", "q2"]}
+    assert mismatch_failures(mismatches(cases, differs)) == [
+        "2 cases were replayed on another conversation than their history, e.g. q1, q2"]
+    stray = [*runs, RunEntry(case_id="q9"), RunEntry(case_id="q1"), RunEntry(case_id="q9")]
+    found = mismatches(cases, stray)
+    assert found == {"unknown_cases": ["q9"], "duplicate_runs": ["q1"]}
+    assert mismatch_failures(found) == []
+    assert mismatch_notes(found) == [
+        "1 run lines name a case the cases file does not hold (not scored), e.g. q9",
+        "1 cases have more than one run line (the last one is scored), e.g. q1"]
+
+
+def test_runs_that_say_nothing_of_histories_are_not_checked():
+    cases, runs = conversation_set()
+    quiet = [RunEntry(case_id=r.case_id, retrieved=r.retrieved, abstained=r.abstained) for r in runs]
+    assert mismatches(cases, quiet) == {}
+
+
+def test_case_and_run_files_carry_the_conversation_and_bad_shapes_are_named():
+    case = load_cases(json.dumps({"id": "q2", "turn": 3, "searched": ["carry over contractors"], "history": [
+        {"turn": 1, "time": 1.0, "trace_id": "t0", "message": "How many?", "searched": [], "answer": None}]}
+    ).encode())[0]
+    assert case.follow_up and case.history == [EarlierTurn(message="How many?")] and case.searched == [
+        "carry over contractors"]
+    assert not load_cases(b'{"id": "q1", "turn": 1}\n')[0].follow_up
+    run = load_runs(b'{"case_id": "q2", "history": [{"message": "How many?"}], "searched": ["contractors"]}\n')[0]
+    assert run.history == [EarlierTurn(message="How many?")] and run.searched == ["contractors"]
+    assert load_runs(b'{"case_id": "q2"}\n')[0].history is None
+    bad_lines = ((b'{"id": "q1", "turn": 0}', "line 1: not a valid case: Expected `int` >= 1 - at `$.turn`"),
+                 (b'{"id": "q1", "history": [{"answer": "x"}]}',
+                  "line 1: not a valid case: Object missing required field `message` - at `$.history[0]`"),
+                 (b'{"id": "q1", "history": "and for part-timers?"}', "line 1: not a valid case"))
+    for line, error in bad_lines:
+        with pytest.raises(ValueError, match=error.replace("[", r"\[").replace("$", r"\$")):
+            load_cases(line + b"\n")
+    with pytest.raises(ValueError, match="line 1: not a valid run entry"):
+        load_runs(b'{"case_id": "q1", "searched": "contractors"}\n')
+
+
+def write(path, items) -> str:
+    path.write_bytes(b"".join(msgspec.json.encode(item) + b"\n" for item in items))
+    return str(path)
+
+
+def test_the_eval_command_shows_follow_ups_and_fails_a_run_that_lost_a_history(tmp_path):
+    cases, runs = conversation_set()
+    args = ["eval", "--cases", write(tmp_path / "cases.jsonl", cases), "--k", "1,2"]
+    table = CliRunner().invoke(main, [*args, "--run", write(tmp_path / "run.jsonl", runs)])
+    assert table.exit_code == 0, table.output
+    assert "turn:follow-up" in table.output and "turn:first" in table.output
+    floor = CliRunner().invoke(main, [*args, "--run", str(tmp_path / "run.jsonl"), "--fail-under",
+                                      "turn:follow-up/recall@2=0.6", "--fail-under", "recall@2=0.6"])
+    assert floor.exit_code == 1 and "FAIL turn:follow-up/recall@2 = 0.5000 is under 0.6000" in floor.output
+    assert "FAIL recall@2" not in floor.output
+    lost = [runs[0], RunEntry(case_id="q2", retrieved=retrieved("b"), history=[]), *runs[2:],
+            RunEntry(case_id="q7")]
+    report = CliRunner().invoke(main, [*args, "--run", write(tmp_path / "lost.jsonl", lost), "-o", "json"])
+    assert report.exit_code == 1
+    assert "FAIL 1 follow-up cases were replayed without their history, e.g. q2" in report.output
+    assert "warning: 1 run lines name a case the cases file does not hold (not scored), e.g. q7" in report.output
+    body = json.loads(report.stdout)
+    assert body["mismatches"] == {"unknown_cases": ["q7"], "history_lost": ["q2"]}
+    assert body["failures"] == ["1 follow-up cases were replayed without their history, e.g. q2"]
+    assert body["groups"]["turn:follow-up"]["metrics"]["recall@1"] == 1.0  # scored all the same
