@@ -1,4 +1,5 @@
-"""``ragmon labels``: labeled work back from Label Studio (or a filled JSONL) into the regression set."""
+"""``ragmon labels``: labeled work back from Label Studio (or a filled JSONL) into the regression set,
+and the set's questions out for a candidate system."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from ragmon.monitor.app.cli_context import label_studio_of, settings_of, store_o
 from ragmon.monitor.app.cli_output import shown, stdout, visible
 from ragmon.monitor.core.private_files import write_private
 from ragmon.monitor.labeling.labels import append_cases, read_labeled
+from ragmon.monitor.labeling.questions import questions
 
 console = stdout()  # full-width lines when stdout is not a terminal
 
@@ -73,3 +75,34 @@ def import_labels(ctx: click.Context, file: Path, dataset: Path | None, dry_run:
     if reviewed.problems:
         click.echo(f"{len(reviewed.problems)} tasks with problems were not imported", err=True)
         raise SystemExit(1)
+
+
+@labels.command("questions")
+@click.option("--dataset", type=click.Path(exists=True, dir_okay=False, path_type=Path),
+              help="The regression set (default: regression.cases).")
+@click.option("--split", "splits", multiple=True, help="Only the cases of this split. Repeatable.")
+@click.option("--out", "out_file", type=click.Path(dir_okay=False, path_type=Path), required=True,
+              help="Where the questions go (JSONL).")
+@click.pass_context
+def questions_command(ctx: click.Context, dataset: Path | None, splits: tuple[str, ...], out_file: Path) -> None:
+    """The questions to ask a candidate system, one JSON line per case: its id, question, the
+    earlier turns of its conversation (messages and answers), turn, tenant, caller groups and
+    corpus, without its labels. Replay each with its history and write a run for ``ragmon eval``."""
+    dataset = dataset or settings_of(ctx).regression.cases
+    if not dataset.exists():
+        raise click.ClickException(f"no regression set at {dataset}")
+    lines = []
+    for number, raw in enumerate(dataset.read_bytes().splitlines(), start=1):
+        if not raw.strip():
+            continue
+        try:
+            case = json.loads(raw)
+            if not isinstance(case, dict) or not isinstance(case.get("id"), str):
+                raise ValueError("not a case (no `id`)")
+            lines.extend(questions([case], splits))
+        except ValueError as error:
+            raise click.ClickException(f"{dataset} line {number}: {error}") from None
+    write_private(out_file, "".join(json.dumps(line, sort_keys=True, ensure_ascii=False) + "\n"
+                                    for line in lines).encode())  # redacted questions: the owner's alone
+    follow_ups = sum(1 for line in lines if line["history"])
+    console.print(shown(f"{len(lines)} questions in {out_file}, {follow_ups} with the turns before them"))

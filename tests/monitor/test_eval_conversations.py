@@ -174,3 +174,36 @@ def test_the_eval_command_shows_follow_ups_and_fails_a_run_that_lost_a_history(t
     assert body["mismatches"] == {"unknown_cases": ["q7"], "history_lost": ["q2"]}
     assert body["failures"] == ["1 follow-up cases were replayed without their history, e.g. q2"]
     assert body["groups"]["turn:follow-up"]["metrics"]["recall@1"] == 1.0  # scored all the same
+
+
+def test_the_questions_carry_the_conversation_and_none_of_the_labels(tmp_path):
+    from ragmon.monitor.labeling.questions import question_of, questions
+
+    follow_up = {"id": "q2", "question": "and contractors?", "tenant": "acme", "caller_groups": ["staff"],
+                 "corpus": {"index": "handbook", "version": None}, "split": "heldout", "turn": 3,
+                 "history": [{"message": "How many?", "answer": "Five.", "searched": ["carry over days"]},
+                             {"message": "and for part-timers?"}],
+                 "searched": ["carry over contractors"], "expected": "answer", "relevant": [{"doc_id": "b"}],
+                 "reference_answer": "None carry over.", "claims": [], "tags": ["random"], "origin": {"week": "w"}}
+    assert question_of(follow_up) == {
+        "case_id": "q2", "question": "and contractors?", "turn": 3, "tenant": "acme", "caller_groups": ["staff"],
+        "corpus": {"index": "handbook", "version": None}, "split": "heldout",
+        "history": [{"message": "How many?", "answer": "Five."}, {"message": "and for part-timers?"}]}
+    first = {"id": "q1", "question": "How many?", "expected": "answer", "relevant": [{"doc_id": "a"}]}
+    assert question_of(first) == {"case_id": "q1", "question": "How many?", "history": []}
+    assert [q["case_id"] for q in questions([first, follow_up], ["heldout"])] == ["q2"]
+    assert [q["case_id"] for q in questions([first, follow_up], ["dev"])] == ["q1"]  # split defaults to dev
+    with pytest.raises(ValueError, match="history\\[0\\]: `message` is missing"):
+        question_of({**follow_up, "history": [{"answer": "Five."}]})
+
+    dataset = tmp_path / "cases.jsonl"
+    dataset.write_text(json.dumps(first) + "\n\n" + json.dumps(follow_up) + "\n")
+    out = tmp_path / "questions.jsonl"
+    written = CliRunner().invoke(main, ["labels", "questions", "--dataset", str(dataset), "--out", str(out)])
+    assert written.exit_code == 0, written.output
+    assert "2 questions in" in written.output and "1 with the turns before them" in " ".join(written.output.split())
+    assert [json.loads(line) for line in out.read_text().splitlines()] == [question_of(first), question_of(follow_up)]
+    assert out.stat().st_mode & 0o777 == 0o600
+    dataset.write_text(json.dumps(first) + "\n" + json.dumps({**follow_up, "history": "and?"}) + "\n")
+    refused = CliRunner().invoke(main, ["labels", "questions", "--dataset", str(dataset), "--out", str(out)])
+    assert refused.exit_code == 1 and "line 2: `history` is not a list of turns" in refused.output
