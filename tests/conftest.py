@@ -53,7 +53,7 @@ def label_studio() -> Iterator[LabelStudio]:
 CPU_BOUND = "cpu-bound"  # the prefix of those groups' names
 # Modules that share one instance of a slow-starting service: one worker starts it once.
 SHARED = {"tests/exporters/test_label_studio.py": "label-studio", "tests/test_labeling_loop.py": "label-studio",
-          "tests/test_redaction_exports.py": "label-studio"}
+          "tests/test_redaction_exports.py": "label-studio", "tests/test_follow_up_eval.py": "label-studio"}
 
 
 @pytest.hookimpl(tryfirst=True)
