@@ -143,6 +143,8 @@ class Metrics:
         self.mixed = made["ragmon_mixed_embedding_results_total"]
         self.unsupported = made["ragmon_unsupported_citations_total"]
         self.rephrases = made["ragmon_rephrases_total"]
+        self.follow_ups = made["ragmon_follow_up_turns_total"]
+        self.rewritten = made["ragmon_rewritten_queries_total"]
         self.feedback = made["ragmon_feedback_total"]
         self.latency = made["ragmon_stage_latency_seconds"]
         self.tokens = made["ragmon_tokens_total"]

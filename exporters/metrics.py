@@ -98,6 +98,16 @@ METRICS: tuple[MetricSpec, ...] = (
     MetricSpec("ragmon_unsupported_citations_total", "counter", TI, "Citations not among the context passages."),
     MetricSpec("ragmon_rephrases_total", "counter", TI,
                "Questions asked again by the same caller within the rephrase window (counted for the earlier trace)."),
+    MetricSpec("ragmon_follow_up_turns_total", "counter", (*TI, "outcome"),
+               "Follow-up turns of conversations (a turn after one ragmon saw, or numbered above 1), by what their "
+               "searched queries kept of the conversation: kept (each shares a content term with the message or "
+               "the earlier turns), lost (one shares none: an entity dropped by the rewrite), history_unseen (not "
+               "judged: the turn just before it was never seen, or forgotten), no_retrieval. Lost share: "
+               "lost / (kept + lost)."),
+    MetricSpec("ragmon_rewritten_queries_total", "counter", (*TI, "outcome"),
+               "Retrievals that searched a rewrite of the user's message (their own query), by outcome: empty (it "
+               "holds no word), history (the earlier turns word for word: the condense step returned its history), "
+               "other."),
     MetricSpec("ragmon_feedback_total", "counter", (*TI, "kind", "value"),
                "Feedback events by kind and value; tenant and index come from the joined trace, or are unknown."),
     MetricSpec("ragmon_stage_latency_seconds", "histogram", (*TI, "stage"),

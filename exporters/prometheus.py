@@ -25,6 +25,7 @@ from ragmon.monitor.core.pipeline import Observation, PipelineStats
 from ragmon.monitor.core.reconcile import Reconciler
 from ragmon.monitor.core.signals import FeedbackSignals, IndexSignals, Outcome, TraceSignals
 from ragmon.monitor.core.signals.results import REASONS, STAGES, CatalogSignals, Check, Coverage, LateSignals
+from ragmon.monitor.core.signals.rewrite import FollowUp, Rewritten
 from ragmon.monitor.labeling.sample_store import Admission
 
 UNKNOWN = "unknown"
@@ -35,7 +36,8 @@ class _Slot:
     """The children of one (tenant, index) pair, bound once: labels() is too slow per trace."""
 
     __slots__ = ("tenant", "index", "answers", "violations", "unknown_acl", "stale", "duplicates", "mixed",
-                 "unsupported", "rephrases", "latency", "tokens", "cost", "empty_keyword", "judged", "unjudged")
+                 "unsupported", "rephrases", "latency", "tokens", "cost", "empty_keyword", "judged", "unjudged",
+                 "follow_ups", "rewritten")
 
     def __init__(self, m: Metrics, tenant: str, index: str) -> None:
         self.tenant, self.index = tenant, index  # the labels
@@ -47,6 +49,8 @@ class _Slot:
         self.mixed = m.mixed.labels(tenant, index)
         self.unsupported = m.unsupported.labels(tenant, index)
         self.rephrases = m.rephrases.labels(tenant, index)
+        self.follow_ups = {o: m.follow_ups.labels(tenant, index, o.value) for o in FollowUp}
+        self.rewritten = {o: m.rewritten.labels(tenant, index, o.value) for o in Rewritten}
         self.latency = {s: m.latency.labels(tenant, index, s) for s in LATENCY_STAGES}
         self.tokens = {d: m.tokens.labels(tenant, index, d) for d in ("input", "output")}
         self.cost = m.cost.labels(tenant, index)
@@ -243,6 +247,11 @@ class PrometheusSink:
             add(slot.unsupported, s.unsupported_citations, exemplar)
         if s.rephrase_of is not None:
             add(self._slot(s.rephrase_of.tenant, s.rephrase_of.index).rephrases, 1)
+        if s.rewrite is not None:
+            if s.rewrite.follow_up is not None:
+                add(slot.follow_ups[s.rewrite.follow_up], 1)
+            for outcome, n in s.rewrite.rewritten.items():
+                add(slot.rewritten[outcome], n)
         if s.latency is not None:
             for stage in LATENCY_STAGES:
                 value = getattr(s.latency, stage)

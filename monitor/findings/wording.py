@@ -12,9 +12,11 @@ every row, and every page of findings carried it. The whole lists are kept apart
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 from ragmon.monitor.core.signals.explain import Finding
+from ragmon.monitor.core.signals.terms import content_words
 from ragmon.monitor.labeling.redact import Redactor
 
 PRINCIPALS_IN_REASON = 5  # of each list; the rest are counted
@@ -25,6 +27,7 @@ MAX_REASON_CHARS = 1024
 MAX_FULL_LISTS_BYTES = 256 * 1024
 ELLIPSIS = "…"
 _LIST_FRAME = len(': {"values": [], "omitted": 00000000}, ')
+_PLACEHOLDER = re.compile(r"\[[A-Z][A-Z0-9_]*\]")  # the redactor's typed placeholders, [EMAIL], [PERSON] ...
 
 ShownLists = dict[str, list[str]]
 
@@ -48,7 +51,15 @@ class Wording:
         shown = {name: _brief(principals) for name, principals in lists.items()}
         shown.update((name, self._redactor.shown_id(value)) for name, value in finding.ids.items())
         shown.update((name, self._redactor.redact(value)) for name, value in finding.terms.items())
+        shown.update((name, self._words(text, keep)) for name, (text, keep) in finding.words.items())
         return _cut(finding.reason.format(**shown), MAX_REASON_CHARS)
+
+    def _words(self, text: str, keep: frozenset[str]) -> str:
+        """The content terms of ``text`` among ``keep``, taken from the text once redacted whole (a
+        word of an e-mail address or a name is never shown: the detectors see the text as it was
+        written, and what they replace is gone), as a list cut like the principals'."""
+        redacted = _PLACEHOLDER.sub(" ", self._redactor.redact(text))
+        return _brief([word for word in content_words(redacted) if word in keep])
 
     @staticmethod
     def full_lists(lists: ShownLists) -> dict[str, dict[str, Any]]:

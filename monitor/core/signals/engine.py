@@ -20,14 +20,15 @@ from ragmon.monitor.core.signals.results import (
     TraceRef,
     TraceSignals,
 )
+from ragmon.monitor.core.signals.rewrite import RewriteJudge, rewrite_findings
 from ragmon.monitor.core.signals.scores import ScoreBaselines, learn_baselines, retrieval_findings
 from ragmon.monitor.core.signals.stages import stage_ids
 
 
 class SignalEngine:
     """Computes the signals of each event and keeps its own bounded memories (score baselines,
-    recent traces, recent questions per caller) current. It reads the catalog and never changes
-    it: the catalog stage (:meth:`Catalog.apply`) runs before it on every event.
+    recent traces, recent questions per caller, recent turns per conversation) current. It reads
+    the catalog and never changes it: the catalog stage (:meth:`Catalog.apply`) runs before it on every event.
 
     Not thread-safe as a whole: the pipeline calls it for one batch at a time.
     """
@@ -48,6 +49,7 @@ class SignalEngine:
         self.recent = RecentTraces(config.recent_traces)
         self.rephrases = RephraseDetector(config.rephrase_window_seconds, config.rephrase_min_jaccard,
                                           config.rephrase_callers)
+        self.rewrites = RewriteJudge(config.rewrite_conversations)
 
     def observe(self, event: Event) -> Signals | None:
         if isinstance(event, TraceEvent):
@@ -63,12 +65,14 @@ class SignalEngine:
 
     def learn(self, event: Event) -> None:
         """Take in an event another replica already judged (``Pipeline.warm``): the memories only,
-        as that replica had them (recent traces for the feedback join, questions per caller, and
+        as that replica had them (recent traces for the feedback join, questions per caller, turns
+        per conversation, and
         the score baselines that have no percentile yet; see :func:`learn_baselines`)."""
         if isinstance(event, TraceEvent):
             ref = TraceRef(event.trace_id, event.tenant, event.index.name, event.time)
             self.recent.remember(ref)
             self._rephrase(event, ref)
+            self.rewrites.remember(event)
             learn_baselines(event, self._config.low_score_thresholds, self.baselines)
 
     def trace(self, trace: TraceEvent) -> TraceSignals:
@@ -92,9 +96,12 @@ class SignalEngine:
             rephrase_of=self._rephrase(trace, ref),
             latency=trace.latency_ms,
             usage=trace.usage,
+            rewrite=self.rewrites.judge(trace),
         )
         if self._explain:
             signals.findings = explain_trace(trace, signals, self.catalog)
+            if signals.rewrite is not None:
+                signals.findings += rewrite_findings(ref, signals.rewrite, trace)
         if self.audit is not None:
             signals.suspicious = self.audit.trace(trace)
         return signals

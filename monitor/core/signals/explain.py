@@ -49,6 +49,9 @@ class FindingSignal(StrEnum):
     REPHRASED = "rephrased"
     NEGATIVE_FEEDBACK = "negative_feedback"
     NOT_JUDGED = "not_judged"  # passages the access or freshness check could not judge, and why
+    LOST_IN_REWRITE = "lost_in_rewrite"  # a follow-up searched a query sharing no term with the conversation
+    EMPTY_REWRITE = "empty_rewrite"  # a retrieval searched a rewrite holding no word
+    HISTORY_REWRITE = "history_rewrite"  # a retrieval searched the earlier turns word for word
 
 
 @dataclass(slots=True)
@@ -59,7 +62,9 @@ class Finding:
     ``principals`` (lists shown as ``[a, b]``: principals, and other names a sender chose such as
     embedding models; ``user:`` ones become pseudonyms; the sink shows the first few of a long
     list and counts the rest), ``ids`` (ids a sender chose: a tenant, a trace id, a retriever name,
-    shown by their shown id) and ``terms`` (other strings a sender chose, such as versions).
+    shown by their shown id), ``terms`` (other strings a sender chose, such as versions) and
+    ``words`` (name: (a sender's text, the case-folded content terms of it to name), shown as the
+    content terms of the text once redacted that are among them: the words a rewrite dropped).
     ``stage``: ``candidates`` (any retrieval list) or ``context`` for the passage-level signals,
     else None. ``documents``: (doc id, version or None), at most :data:`MAX_IDS`, like
     ``passage_ids``. ``trace``: the trace the finding is about; for a rephrase and for feedback
@@ -74,6 +79,7 @@ class Finding:
     principals: dict[str, list[str]] = field(default_factory=dict)
     ids: dict[str, str] = field(default_factory=dict)
     terms: dict[str, str] = field(default_factory=dict)
+    words: dict[str, tuple[str, frozenset[str]]] = field(default_factory=dict)
 
 
 class Why(NamedTuple):

@@ -12,6 +12,7 @@ from ragmon.monitor.core.model import Latency, Usage
 
 if TYPE_CHECKING:
     from ragmon.monitor.core.signals.explain import Finding
+    from ragmon.monitor.core.signals.rewrite import RewriteFindings
 
 MAX_IDS = 10  # ids kept per finding for alerts (docs/alerts.md: up to 10 trace and document ids)
 STAGES = ("candidates", "context")
@@ -129,6 +130,9 @@ class TraceSignals:
     rephrase_of: TraceRef | None
     latency: Latency | None
     usage: Usage | None
+    # what the searched queries kept of the conversation (signals/rewrite.py); None: a first turn
+    # that searched no rewrite, or a trace of no conversation
+    rewrite: RewriteFindings | None = None
     # which passages broke which rule, in words (signals/explain.py); empty when nothing fired
     findings: list[Finding] = field(default_factory=list, compare=False)
     # catalog events this trace showed to be suspicious (signals/catalog_audit.py), by reason
