@@ -100,7 +100,7 @@ class SignalsConfig(ConfigSection):
     rephrase_callers: PositiveInt = Field(100_000, description="Callers remembered for rephrase detection.")
     rewrite_conversations: PositiveInt = Field(
         50_000, description="Conversations whose last 4 turns are remembered (as hashes of their content terms, "
-        "at most 2 KiB a conversation) to judge what a follow-up's searched query kept of them; a follow-up of a "
+        "at most about 4 KiB a conversation) to judge what a follow-up's searched query kept of them; a follow-up of a "
         "conversation forgotten is counted as not judged (docs/signals.md, \"Rewrite\").")
     recent_traces: PositiveInt = Field(200_000, description="Traces remembered to join late feedback to.")
     late_judging_traces: NonNegativeInt = Field(
@@ -144,7 +144,8 @@ class DedupeConfig(ConfigSection):
 class FindingsConfig(ConfigSection):
     """The findings store: for every trace whose signals fired, which passages broke which rule, in
     words (`GET /api/v1/findings`, `ragmon findings list`, `ragmon trace show`). Ids and rules only:
-    no query or passage text; ids and principals pass through the redactor."""
+    no query or passage text but the content terms of the user's message a rewrite dropped, taken from
+    the message redacted whole; ids and principals pass through the redactor."""
 
     enabled: bool = Field(True, description="Keep findings. Off: the API and the commands find none.")
     per_signal_per_second: PositiveFloat = Field(
