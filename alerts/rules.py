@@ -81,6 +81,17 @@ def _low_score_ratio(offset: str = "") -> str:
             f" / sum by ({BY_TENANT}) (rate(ragmon_retrieval_top_score_count{window})))")
 
 
+def _broken_rewrites(config: AlertsConfig) -> str:
+    """The share of rewritten queries that are empty or the history, over 30 minutes, above
+    ``alerts.broken_rewrite_ratio``, while the tenant and index rewrite above
+    ``alerts.min_answers_per_second``. Every outcome's series is made with a tenant and index's
+    first trace: no ``or ... * 0`` is needed."""
+    rewritten = f"sum by ({BY_TENANT}) (rate(ragmon_rewritten_queries_total[30m]))"
+    broken = f'sum by ({BY_TENANT}) (rate(ragmon_rewritten_queries_total{{outcome=~"empty|history"}}[30m]))'
+    return (f"{broken} / {rewritten} > {config.broken_rewrite_ratio:g}"
+            f" and {rewritten} > {config.min_answers_per_second:g}")
+
+
 def _increased(selector: str, by: str, window: str = "10m") -> str:
     """Counters that grew within ``window``, including series born within it: a counter that
     appears already at 1 (the first leak after a start) has no earlier sample for ``increase``.
@@ -171,6 +182,10 @@ def alert_rules(config: AlertsConfig) -> list[AlertRule]:
                   "15m", f"Far more queries than last week get only weak matches in {where}",
                   "The share of retrievals whose best score is under the low-score threshold surged.",
                   findings="low_score"),
+        AlertRule("RagmonRewriteBroken", WARNING, _broken_rewrites(config), "15m",
+                  f"The chat in {where} searches empty queries or its history instead of rewritten questions",
+                  "Many of the queries its condense step wrote hold no word or repeat the earlier turns word for "
+                  "word: follow-up questions are searched with nothing of what they ask."),
         AlertRule("RagmonMixedEmbeddingModels", WARNING,
                   f"max by ({BY_INDEX}) (ragmon_index_embedding_models) > 1", "30m",
                   "Index {{ $labels.index }} holds vectors of more than one embedding model",

@@ -35,10 +35,14 @@ class AlertsConfig(ConfigSection):
         0.01, gt=0, lt=1, description="Last week's no-answer ratio above which a drop to exactly zero alerts.")
     min_answers_per_second: PositiveFloat = Field(
         0.02, description="Answers per second (per tenant and index, over an hour) under which the no-answer "
-        "alerts stay quiet.")
+        "alerts stay quiet; also the rewritten queries per second (over 30 minutes) under which RagmonRewriteBroken "
+        "does.")
     low_score_surge_factor: PositiveFloat = Field(
         2.0, description="Low-top-score ratio as a multiple of the same hour last week that alerts.")
     low_score_min_ratio: float = Field(0.2, gt=0, lt=1, description="Low-top-score ratio below which no surge alerts.")
+    broken_rewrite_ratio: float = Field(
+        0.2, gt=0, lt=1, description="Share of the rewritten queries of a tenant and index over 30 minutes that are "
+        "empty or the chat history word for word (the condense step is broken) above which RagmonRewriteBroken fires.")
     blind_ratio: float = Field(
         0.5, gt=0, lt=1, description="Share of the passages served from an index over an hour that a check "
         "(access, freshness) could not judge above which RagmonBlindIndex fires, while the index answers above "
