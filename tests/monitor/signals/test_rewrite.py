@@ -117,6 +117,13 @@ def test_conversations_are_apart_per_tenant_and_id():
     assert judge.judge(turn("t3", "And contractors?", "policy", at=30, conversation="c-9")).follow_up is None
 
 
+def test_a_turn_another_replica_judged_is_remembered_for_the_next():
+    judge = RewriteJudge(100)
+    judge.remember(turn("t1", FIRST, None, n=1, answer=FIRST_ANSWER))
+    found = judge.judge(turn("t2", "And for contractors?", "What is the policy on it?", n=2, at=30))
+    assert found.follow_up is FollowUp.LOST and found.earlier_turns == 1
+
+
 def test_the_same_trace_again_is_not_its_own_earlier_turn():
     judge = RewriteJudge(100)
     first_turn(judge)
