@@ -86,6 +86,8 @@ class ConversationMemory:
 def _in_order(turns) -> tuple[Turn, ...]:
     """Oldest first: by turn number when every turn has one, else by time."""
     turns = tuple(turns)
+    if len(turns) < 2:
+        return turns
     if all(t.turn is not None for t in turns):
         return tuple(sorted(turns, key=lambda t: (t.turn, t.time)))
     return tuple(sorted(turns, key=lambda t: t.time))

@@ -29,7 +29,7 @@ from ragmon.monitor.core.model import TraceEvent
 from ragmon.monitor.core.signals.conversations import ConversationMemory, Turn
 from ragmon.monitor.core.signals.explain import Finding, FindingSignal
 from ragmon.monitor.core.signals.results import TraceRef
-from ragmon.monitor.core.signals.terms import MAX_TERMS, ROLE_WORDS, content_words, is_content, term_hash, words
+from ragmon.monitor.core.signals.terms import MAX_TERMS, ROLE_WORDS, STOPWORDS, content_words, is_content, words
 
 
 class FollowUp(StrEnum):
@@ -76,7 +76,10 @@ class _Text:
         found = words(text)
         self.empty = not found
         self.spoken = tuple(w for w in found if w not in ROLE_WORDS)
-        self.terms = tuple(dict.fromkeys(term_hash(w) for w in found if is_content(w)))
+        # is_content, inlined (this runs for every message, query and answer); a term is held as a
+        # 32-bit hash, never text: a collision can only make a lost rewrite look kept
+        self.terms = tuple({hash(w) & 0xFFFF_FFFF: None for w in found
+                            if (len(w) > 1 and w not in STOPWORDS) or (len(w) == 1 and is_content(w))})
 
 
 class RewriteJudge:

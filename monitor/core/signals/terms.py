@@ -48,8 +48,11 @@ MAX_TERMS = 128  # content terms taken from one text: the memory of a turn stays
 def words(text: str) -> list[str]:
     """The text's words in order, case-folded; a run of a script without spaces as its pairs of
     characters."""
+    folded = text.casefold()
+    if _UNSPACED_RUN.search(folded) is None:  # the common case: every word is a word
+        return _WORDS.findall(folded)
     out: list[str] = []
-    for word in _WORDS.findall(text.casefold()):
+    for word in _WORDS.findall(folded):
         if len(word) > 2 and _UNSPACED_RUN.match(word):
             out += (word[i:i + 2] for i in range(len(word) - 1))
         else:
@@ -66,8 +69,3 @@ def content_words(text: str) -> list[str]:
     """The content terms of a text, distinct, in the order they first appear (see the module)."""
     return list(dict.fromkeys(w for w in words(text) if is_content(w)))
 
-
-def term_hash(word: str) -> int:
-    """A content term as the memory holds it: a 32-bit hash, never text (a collision can only make
-    a lost rewrite look kept)."""
-    return hash(word) & 0xFFFF_FFFF
