@@ -68,4 +68,3 @@ def is_content(word: str) -> bool:
 def content_words(text: str) -> list[str]:
     """The content terms of a text, distinct, in the order they first appear (see the module)."""
     return list(dict.fromkeys(w for w in words(text) if is_content(w)))
-
