@@ -13,7 +13,7 @@ from typing import Any
 
 from ragmon.collectors.semconv import PASSAGE_FIELDS, finite_number, parse_json_text, scalar_text
 from ragmon.monitor.core.acl import BadAcl, read_acl
-from ragmon.monitor.core.times import BadTime, read_seconds
+from ragmon.monitor.core.times import BadTime, TimeReader
 
 
 @dataclass(slots=True)
@@ -37,6 +37,10 @@ def _name(value: Any) -> str | None:
 
 
 def _span(value: Any) -> list[int] | None:
+    if type(value) is list and len(value) == 2:  # as JSON metadata gives it: no copy, no generator
+        start, end = value
+        if type(start) is int and type(end) is int:
+            return value if 0 <= start <= end else None
     if isinstance(value, str):
         value = parse_json_text(value)
     if (isinstance(value, list | tuple) and len(value) == 2
@@ -47,7 +51,10 @@ def _span(value: Any) -> list[int] | None:
 
 def _principals(value: Any) -> list[str] | None:
     """An ACL, by the one rule of ``ragmon.monitor.core.acl`` (a string is a JSON array or a
-    comma-separated list: stores such as Chroma keep only scalar metadata)."""
+    comma-separated list: stores such as Chroma keep only scalar metadata). A list of strings, as
+    ragmon's emitter and most applications write it, is taken as it is."""
+    if type(value) is list and set(map(type, value)) <= _STRINGS:
+        return value
     if isinstance(value, tuple):
         value = list(value)
     try:
@@ -56,22 +63,25 @@ def _principals(value: Any) -> list[str] | None:
         return None
 
 
+_TIMES = TimeReader()  # without a zone; its cache of texts: a document's times recur in many passages
+
+
 def _time(value: Any) -> float | None:
     """Unix seconds, by the one reader of event times (``ragmon.monitor.core.times``). Without a
     zone: a time without an offset is of the wrong kind here (``events.time_zone`` applies to the
-    native events the decoder reads)."""
+    native events the decoder reads). A non-negative float is taken as it is."""
+    if type(value) is float and 0 <= value < math.inf:
+        return value
     if isinstance(value, bool):
         return None
     try:
-        seconds = read_seconds(value)
+        seconds = _TIMES.seconds(value)
     except BadTime:
         return None
     return seconds if seconds >= 0 else None
 
 
 _FIELD_NAMES = frozenset(PASSAGE_FIELDS)
-_NAME_FIELDS = frozenset(("doc_id", "doc_version", "embedding_model"))
-_TIME_FIELDS = frozenset(("indexed_at", "source_modified_at"))
 _STRINGS = frozenset((str,))
 _FIELD_CHECKS: dict[str, Callable[[Any], Any]] = {
     "doc_id": _name, "doc_version": _name, "embedding_model": _name, "span": _span, "acl": _principals,
@@ -89,13 +99,7 @@ def passage_fields(metadata: Mapping[str, Any]) -> tuple[dict[str, Any], list[st
         return fields, wrong
     for key in metadata.keys() & _FIELD_NAMES:  # most documents carry few of them, or none
         value = metadata[key]
-        kind = type(value)
-        # the values as ragmon's emitter and most applications write them, taken without a call
-        if (kind is str and value and key in _NAME_FIELDS) or (
-                kind is float and key in _TIME_FIELDS and 0 <= value < math.inf) or (
-                kind is list and key == "acl" and set(map(type, value)) <= _STRINGS):
-            fields[key] = value
-        elif value is not None:
+        if value is not None:
             clean = _FIELD_CHECKS[key](value)
             if clean is None:
                 wrong.append(key)
