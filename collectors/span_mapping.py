@@ -129,7 +129,7 @@ class SpanMapper:
     def _event(self, root: Span, spans: list[Span], by_id: dict[str, Span], tops: list[Level],
                retrievals: list[dict[str, Any]], context: list[dict[str, Any]]) -> dict[str, Any]:
         generations = _outermost([s for s in spans if self._dialect(s).is_generation(s)], by_id)
-        facts = self._facts([root, *spans])  # each from the root, else the earliest span that has it
+        facts = self._facts([root, *(s for s in spans if s is not root)])  # the root, else the earliest span
         event: dict[str, Any] = {
             "type": "trace", "trace_id": root.trace_id, "time": root.start_ns / 1e9,
             "tenant": str(facts.tenant or root.resource.get(sc.TENANT) or "default"),

@@ -101,6 +101,7 @@ def first_text(data: dict[str, Any], keys: tuple[str, ...]) -> str | None:
 #: Where OpenLLMetry's SDK puts its association properties (and LangChain's instrumentation the run
 #: metadata) on every span it sees, whatever the span's instrumentation.
 ASSOCIATION = "traceloop.association.properties."
+_ASSOCIATED_TURN = ASSOCIATION + TURN_KEY
 
 
 @dataclass(frozen=True)
@@ -123,12 +124,18 @@ class CallerKeys:
 
     def associated(self, attributes: dict[str, Any]) -> TraceFacts:
         """:meth:`facts` of a span's association properties: a lookup per key, no scan."""
+        if self._any_associated_key.isdisjoint(attributes):  # most spans carry none: one pass in C
+            return TraceFacts()
         return self._facts(attributes.get, self._associated_keys)
 
     @cached_property
     def _associated_keys(self) -> tuple[tuple[str, ...], ...]:
         return tuple(tuple(ASSOCIATION + key for key in keys)
                      for keys in (self.user, self.session, self.tenant, self.groups, self.index))
+
+    @cached_property
+    def _any_associated_key(self) -> frozenset[str]:
+        return frozenset(key for keys in self._associated_keys for key in keys)
 
     @staticmethod
     def _facts(get: Callable[[str], Any], keys: tuple[tuple[str, ...], ...]) -> TraceFacts:
@@ -255,7 +262,7 @@ class Dialect:
             facts.groups = string_list(a[sc.CALLER_GROUPS])
         facts.conversation = facts.conversation or _text(a, sc.SESSION_ID) or _text(a, sc.GENAI_CONVERSATION)
         facts.index = facts.index or _text(a, sc.GENAI_DATA_SOURCE)
-        facts.turn = turn_number(a.get(ASSOCIATION + TURN_KEY))
+        facts.turn = turn_number(a.get(_ASSOCIATED_TURN))
         metadata = a.get(sc.METADATA)
         return metadata_facts(json_object(metadata), facts) if metadata else facts
 
