@@ -275,7 +275,8 @@ class Dialect:
 
 def check_application_attributes(attributes: dict[str, Any], problems: Problems) -> None:
     """The application's hand-set attributes ragmon reads, checked once as the span arrives; a
-    JSON ``metadata`` object is parsed in place, so that nothing parses it twice."""
+    JSON ``metadata`` object, and JSON text of the context's ids or the caller's groups, are parsed
+    in place, so that nothing parses them twice."""
     value = attributes.get(sc.METADATA)
     if isinstance(value, str):
         parsed = parse_json_text(value)
@@ -286,8 +287,12 @@ def check_application_attributes(attributes: dict[str, Any], problems: Problems)
         else:
             problems.append((sc.METADATA, f"`{sc.METADATA}` is not a JSON object"))
     for key in (sc.CONTEXT_DOCUMENT_IDS, sc.CALLER_GROUPS):
-        if key in attributes and string_list(attributes[key]) is None:
-            problems.append((key, f"`{key}` is not a list of strings"))
+        if key in attributes:
+            listed = string_list(attributes[key])
+            if listed is None:
+                problems.append((key, f"`{key}` is not a list of strings"))
+            elif isinstance(attributes[key], str):
+                attributes[key] = listed  # JSON text of a list: parsed here once, not again by the mapper
 
 
 def _text(attributes: dict[str, Any], key: str) -> str | None:

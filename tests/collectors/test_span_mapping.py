@@ -429,3 +429,15 @@ def test_document_metadata_reads_acls_and_times_by_the_rules_of_native_events():
                                                              "retrieval.documents.0.document.metadata": odd}))
     assert read.documents[0].fields == {}
     assert [attribute for attribute, _ in read.problems] == ["document.metadata"] * 2
+
+
+def test_json_text_of_the_context_ids_and_groups_is_read_once_as_the_span_arrives():
+    root = span(1, None, "answer", 0, 50, ragmon__context__document_ids='["b", 7]', ragmon__caller__groups='["x"]',
+                user__id="u")
+    found = retriever(2, 1, "retrieve", 1, 10, {"id": "a"}, {"id": "b"})
+    dialects = Dialects()
+    assert dialects.read(root).problems == []
+    assert root.attributes["ragmon.context.document_ids"] == ["b", "7"]  # decoded in place: the mapper reads the list
+    assert root.attributes["ragmon.caller.groups"] == ["x"]
+    event = SpanMapper(dialects=dialects).map([root, found]).event
+    assert [p["id"] for p in context_of(event)] == ["b", "7"] and event["caller"] == {"id": "u", "groups": ["x"]}
