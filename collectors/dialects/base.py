@@ -300,11 +300,15 @@ def _text(attributes: dict[str, Any], key: str) -> str | None:
     return None if value is None else scalar_text(value)
 
 
+_METADATA_FACT_KEYS = frozenset(("tenant", "groups", "index", "index_name", "index_version", "abstained", "citations",
+                                 TURN_KEY))
+
+
 def metadata_facts(metadata: dict[str, Any], facts: TraceFacts) -> TraceFacts:
     """Fills ``facts`` from a JSON metadata object of ragmon's keys (``tenant``, ``groups``,
     ``index``, ``index_version``, ``abstained``, ``citations``, ``turn``), which win over what ``facts`` held,
     and ``index_name``, which does not; returns it."""
-    if not metadata:
+    if _METADATA_FACT_KEYS.isdisjoint(metadata):  # most spans' metadata names none of them (a retriever's name)
         return facts
     tenant = scalar_text(metadata.get("tenant"))
     groups = string_list(metadata.get("groups")) if "groups" in metadata else None

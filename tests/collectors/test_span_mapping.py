@@ -441,3 +441,20 @@ def test_json_text_of_the_context_ids_and_groups_is_read_once_as_the_span_arrive
     assert root.attributes["ragmon.caller.groups"] == ["x"]
     event = SpanMapper(dialects=dialects).map([root, found]).event
     assert [p["id"] for p in context_of(event)] == ["b", "7"] and event["caller"] == {"id": "u", "groups": ["x"]}
+
+
+@pytest.mark.parametrize(("metadata", "read"), [
+    ({"tenant": "t"}, lambda e: e["tenant"] == "t"),
+    ({"groups": ["g"]}, lambda e: e.get("caller") == {"groups": ["g"]}),
+    ({"index": "i"}, lambda e: e["index"] == {"name": "i"}),
+    ({"index_name": "n"}, lambda e: e["index"] == {"name": "n"}),
+    ({"index_version": 2}, lambda e: e["index"].get("version") == "2"),
+    ({"abstained": True}, lambda e: e["answer"].get("abstained") is True),
+    ({"citations": ["a"]}, lambda e: e["answer"]["citations"] == ["a"]),
+    ({"turn": 3}, lambda e: e.get("turn") == 3),
+])
+def test_each_fact_of_a_metadata_object_is_read_when_it_is_the_only_one(metadata, read):
+    found = retriever(2, None, "retrieve", 1, 10, {"id": "a"}, metadata=json.dumps({"retriever": "r", **metadata}))
+    plain = retriever(2, None, "retrieve", 1, 10, {"id": "a"}, metadata='{"retriever": "r"}')
+    llm = span(3, 2, "llm", 2, 3, openinference__span__kind="LLM", output__value="answered")
+    assert read(mapped(found, llm).event) and not read(mapped(plain, llm).event)
