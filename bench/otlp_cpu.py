@@ -8,7 +8,10 @@ Printed: CPU milliseconds a trace (``time.process_time``, which does not count t
 shared machine, unlike a rate), the pipeline's share, and the rest (parsing, reading, assembling,
 mapping, encoding). The first ``WARM_UP`` traces are not counted. ``--bodies FILE`` keeps the
 requests in FILE (made once, then read), so that two commits are measured on the same bytes;
-``--profile FILE`` writes a cProfile of the measured part. ``python -m bench.otlp_cpu [--traces N]``.
+``--profile FILE`` writes a cProfile of the measured part. ``--upto parse|read|map`` instead
+only parses the requests, then reads their spans, then maps their traces, without the runtime:
+for counting instructions (``valgrind --tool=callgrind``), which a busy machine does not change;
+one stage's count is the difference of two runs. ``python -m bench.otlp_cpu [--traces N]``.
 """
 
 from __future__ import annotations
@@ -98,6 +101,28 @@ def measure(requests: list[bytes], warm_up: int, profile: Path | None = None) ->
             "otlp_ms_per_trace": 1000 * (total - pipeline_cpu[0]) / traces}
 
 
+def stages(requests: list[bytes], upto: str) -> None:
+    """Parse ``requests``; then, up to ``upto``, read their spans and map their traces."""
+    from ragmon.collectors.otlp_wire import parse_protobuf
+    from ragmon.collectors.span_mapping import SpanMapper
+
+    mapper = SpanMapper()
+    parsed = [parse_protobuf(body) for body in requests]
+    if upto == "parse":
+        return
+    for spans in parsed:
+        for span in spans:
+            span.reading = mapper.dialects.read(span)
+    if upto == "read":
+        return
+    for spans in parsed:
+        traces: dict[str, list] = {}
+        for span in spans:
+            traces.setdefault(span.trace_id, []).append(span)
+        for trace in traces.values():
+            mapper.map(trace)
+
+
 def main() -> None:
     from bench.otlp import PER_REQUEST
 
@@ -105,7 +130,12 @@ def main() -> None:
     parser.add_argument("--traces", type=int, default=TRACES, help="traces measured, after the warm-up")
     parser.add_argument("--bodies", type=Path, help="keep the request bodies in this file (made once, then read)")
     parser.add_argument("--profile", type=Path, help="write a cProfile of the measured part to this file")
+    parser.add_argument("--upto", choices=("parse", "read", "map"),
+                        help="only these stages of --traces traces, without the runtime (for instruction counts)")
     arguments = parser.parse_args()
+    if arguments.upto:
+        stages(bodies(arguments.traces, arguments.bodies), arguments.upto)
+        return
     requests = bodies(WARM_UP + arguments.traces, arguments.bodies)
     gc.collect()
     figures = measure(requests, WARM_UP // PER_REQUEST, arguments.profile)
