@@ -340,7 +340,8 @@ def pending_since(document: DocumentState, entry: IndexedState, removed: bool) -
     """When the oldest change not yet in the index was made, or None when the index is current.
 
     After a removal (``chunks: 0``) the index is current while the document stays deleted or
-    unchanged; a change made after the removal is pending again.
+    unchanged; a change made after the removal is pending again. A deletion stamped in the second
+    the indexed version was made is pending: an index still holding chunks has not taken it in.
     """
     if removed:
         if document.deleted:
@@ -353,6 +354,6 @@ def pending_since(document: DocumentState, entry: IndexedState, removed: bool) -
     # change feed has none.
     base = document.history.get(entry.version, entry.indexed_at)
     later = [made for made in document.history.values() if made > base]
-    if document.deleted and document.modified_at > base:
+    if document.deleted and document.modified_at >= base:
         later.append(document.modified_at)
     return min(later) if later else None

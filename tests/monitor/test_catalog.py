@@ -236,6 +236,17 @@ def test_a_deleted_document_still_in_the_index_is_stale_since_the_deletion():
     assert catalog.health(1000.0)["policies"] == IndexHealth(1, 500.0, 0)
 
 
+def test_a_deletion_in_the_second_the_indexed_version_was_made_is_pending():
+    # the index still holds the document's chunks, so it has not taken the deletion in, whichever
+    # came first within that second; the passages are outdated too (the two agree)
+    catalog = Catalog()
+    catalog.apply_document(doc(version="4", modified_at=100.0))
+    catalog.apply_index(indexed(version="4", indexed_at=150.0))
+    catalog.apply_document(doc(version="4", modified_at=100.0, deleted=True))
+    assert catalog.is_outdated("leave", "4", "policies") is True
+    assert catalog.health(1000.0)["policies"] == IndexHealth(1, 900.0, 0)
+
+
 def test_a_deleted_document_removed_from_the_index_is_not_stale():
     catalog = Catalog()
     catalog.apply_document(doc(version="4", modified_at=100.0))
