@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import time
 from collections import Counter
+from datetime import UTC, datetime, timedelta
 from types import SimpleNamespace
 
 import msgspec
@@ -18,6 +19,7 @@ from ragmon.monitor.config.settings import load_settings
 from ragmon.monitor.core.records import Privilege, RawRecord
 from ragmon.monitor.labeling.sample_store import NewSample, SampleStore
 from ragmon.monitor.labeling.sampler import SampleWriter, SamplingDecision
+from ragmon.monitor.labeling.weeks import iso_week
 from ragmon.monitor.storage.store import make_engine
 
 
@@ -113,6 +115,41 @@ def test_each_sample_the_store_creates_is_published_once_with_its_redacted_trace
     writer.consume(SimpleNamespace(sampling=SamplingDecision(samples=[later])))
     assert writer.flush(1.0)
     assert [p["trace_id"] for p in published] == ["t1", "t2"]
+    runtime.close()
+
+
+def test_traces_older_than_last_week_are_dropped_as_old_week_once_per_stratum(tmp_path):
+    # a newer week seen first makes the week three weeks back too old; the rephrase of an old trace
+    # is dropped for its own stratum and for the stratum it gives the earlier trace, in one decision
+    runtime = runtime_for(tmp_path, RAGMON_SAMPLING__RATES__RANDOM="1.0", RAGMON_SAMPLING__RATES__REPHRASED="1.0")
+    now, old = time.time() - 60, time.time() - 21 * 86400
+
+    def trace(trace_id, at, query):
+        return {"type": "trace", "trace_id": trace_id, "time": at, "tenant": "acme", "query": query,
+                "index": {"name": "policies"}, "caller": {"id": "u-1", "groups": ["staff"]},
+                "answer": {"text": "In the portal.", "citations": []}, "context": [{"id": "p1"}]}
+
+    feed(runtime, [trace("t-now", now, "Who signs the travel request?"),
+                   trace("t-old", old, "Where is the leave form?"),
+                   trace("t-old-again", old + 30, "Where is the leave form exactly?")])
+    assert [s.trace_id for s in SampleStore(runtime.engine).find()] == ["t-now"]
+    # t-old: random; t-old-again: random, and rephrased for t-old
+    assert metric_sum(runtime.registry, "ragmon_samples_dropped_total", reason="old_week") == 3
+    runtime.close()
+
+
+def test_a_samples_week_starts_on_monday_in_the_configured_time_zone(tmp_path):
+    runtime = runtime_for(tmp_path, RAGMON_SAMPLING__RATES__RANDOM="1.0",
+                          RAGMON_SAMPLING__TIME_ZONE="Pacific/Auckland")
+    # a Sunday 20:00 UTC (a week or two back) is Monday 08:00 or 09:00 in Auckland (UTC+12 or +13): the week after, there
+    today = datetime.now(UTC).replace(hour=20, minute=0, second=0, microsecond=0)
+    sunday = today - timedelta(days=today.isoweekday() % 7 + 7)
+    sunday_evening = sunday.timestamp()
+    feed(runtime, [{"type": "trace", "trace_id": "t-monday", "time": sunday_evening, "tenant": "acme",
+                    "query": "Where is the leave form?", "index": {"name": "policies"},
+                    "answer": {"text": "In the portal.", "citations": []}, "context": [{"id": "p1"}]}])
+    [sample] = SampleStore(runtime.engine).find()
+    assert sample.week == iso_week(sunday_evening + 86400)  # in UTC, the week before
     runtime.close()
 
 
