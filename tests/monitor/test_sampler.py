@@ -141,7 +141,7 @@ def test_traces_older_than_last_week_are_dropped_as_old_week_once_per_stratum(tm
 def test_a_samples_week_starts_on_monday_in_the_configured_time_zone(tmp_path):
     runtime = runtime_for(tmp_path, RAGMON_SAMPLING__RATES__RANDOM="1.0",
                           RAGMON_SAMPLING__TIME_ZONE="Pacific/Auckland")
-    # a Sunday 20:00 UTC (a week or two back) is Monday 08:00 or 09:00 in Auckland (UTC+12 or +13): the week after, there
+    # a Sunday 20:00 UTC, a week or two back, is Monday 08:00 or 09:00 in Auckland (UTC+12 or +13)
     today = datetime.now(UTC).replace(hour=20, minute=0, second=0, microsecond=0)
     sunday = today - timedelta(days=today.isoweekday() % 7 + 7)
     sunday_evening = sunday.timestamp()
