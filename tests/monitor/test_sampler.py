@@ -17,6 +17,7 @@ from ragmon.monitor.app.simulate import Incident, Simulator
 from ragmon.monitor.app.wiring import build_runtime
 from ragmon.monitor.config.settings import load_settings
 from ragmon.monitor.core.records import Privilege, RawRecord
+from ragmon.monitor.labeling.quota import rank_of
 from ragmon.monitor.labeling.sample_store import NewSample, SampleStore
 from ragmon.monitor.labeling.sampler import SampleWriter, SamplingDecision
 from ragmon.monitor.labeling.weeks import iso_week
@@ -136,6 +137,23 @@ def test_traces_older_than_last_week_are_dropped_as_old_week_once_per_stratum(tm
     # t-old: random; t-old-again: random, and rephrased for t-old
     assert metric_sum(runtime.registry, "ragmon_samples_dropped_total", reason="old_week") == 3
     runtime.close()
+
+
+def test_a_full_stratum_keeps_the_lowest_ranked_trace_whichever_arrived_first(tmp_path):
+    def trace(trace_id, query):
+        return {"type": "trace", "trace_id": trace_id, "time": time.time() - 60, "tenant": "acme", "query": query,
+                "index": {"name": "policies"}, "answer": {"text": "In the portal.", "citations": []},
+                "context": [{"id": "p1"}]}
+
+    traces = [trace("t-first", "Where is the leave form?"), trace("t-second", "Who signs the travel request?")]
+    lowest = min(("t-first", "t-second"), key=lambda trace_id: rank_of("ragmon", trace_id))
+    for order in (traces, traces[::-1]):
+        runtime = runtime_for(tmp_path / order[0]["trace_id"], RAGMON_SAMPLING__RATES__RANDOM="1.0",
+                              RAGMON_SAMPLING__WEEKLY_CAP_OVERRIDES__RANDOM="1")
+        for event in order:  # one batch each: the second offer meets a full stratum
+            feed(runtime, [event])
+        assert [s.trace_id for s in SampleStore(runtime.engine).find()] == [lowest]
+        runtime.close()
 
 
 def test_a_samples_week_starts_on_monday_in_the_configured_time_zone(tmp_path):
