@@ -119,7 +119,7 @@ def test_each_sample_the_store_creates_is_published_once_with_its_redacted_trace
     runtime.close()
 
 
-def test_traces_older_than_last_week_are_dropped_as_old_week_once_per_stratum(tmp_path):
+def test_last_weeks_traces_are_sampled_and_older_ones_dropped_as_old_week_once_per_stratum(tmp_path):
     # a newer week seen first makes the week three weeks back too old; the rephrase of an old trace
     # is dropped for its own stratum and for the stratum it gives the earlier trace, in one decision
     runtime = runtime_for(tmp_path, RAGMON_SAMPLING__RATES__RANDOM="1.0", RAGMON_SAMPLING__RATES__REPHRASED="1.0")
@@ -131,9 +131,10 @@ def test_traces_older_than_last_week_are_dropped_as_old_week_once_per_stratum(tm
                 "answer": {"text": "In the portal.", "citations": []}, "context": [{"id": "p1"}]}
 
     feed(runtime, [trace("t-now", now, "Who signs the travel request?"),
+                   trace("t-last-week", now - 7 * 86400, "How many days of leave are left?"),
                    trace("t-old", old, "Where is the leave form?"),
                    trace("t-old-again", old + 30, "Where is the leave form exactly?")])
-    assert [s.trace_id for s in SampleStore(runtime.engine).find()] == ["t-now"]
+    assert sorted(s.trace_id for s in SampleStore(runtime.engine).find()) == ["t-last-week", "t-now"]
     # t-old: random; t-old-again: random, and rephrased for t-old
     assert metric_sum(runtime.registry, "ragmon_samples_dropped_total", reason="old_week") == 3
     runtime.close()
