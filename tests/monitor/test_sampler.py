@@ -85,6 +85,21 @@ def test_negative_feedback_samples_the_earlier_trace(tmp_path):
     runtime.close()
 
 
+def test_late_feedback_reaches_the_last_late_window_traces_and_drops_older_ones_as_evicted(tmp_path):
+    runtime = runtime_for(tmp_path, RAGMON_SAMPLING__LATE_WINDOW_TRACES="2", RAGMON_SAMPLING__RATES__RANDOM="0")
+    ids = ["t-oldest", "t-middle", "t-newest"]
+    feed(runtime, [{"type": "trace", "trace_id": trace_id, "time": time.time() - 60, "tenant": "acme",
+                    "query": f"Question {n}?", "index": {"name": "policies"},
+                    "answer": {"text": "In the portal.", "citations": []}, "context": [{"id": "p1"}]}
+                   for n, trace_id in enumerate(ids)])
+    feed(runtime, [{"type": "feedback", "trace_id": trace_id, "kind": "thumb", "value": "down"} for trace_id in ids])
+    samples = SampleStore(runtime.engine).find()
+    assert sorted(s.trace_id for s in samples) == ["t-middle", "t-newest"]
+    assert all(s.strata == ["negative_feedback"] for s in samples)
+    assert metric_sum(runtime.registry, "ragmon_samples_dropped_total", reason="trace_evicted") == 1
+    runtime.close()
+
+
 def test_a_trace_another_replica_processed_is_sampled_on_its_late_feedback(tmp_path):
     runtime = runtime_for(tmp_path)
     trace = {"type": "trace", "trace_id": "t-warm", "time": time.time() - 60, "tenant": "acme", "query": "Where?",
