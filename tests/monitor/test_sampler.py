@@ -20,6 +20,7 @@ from ragmon.monitor.core.records import Privilege, RawRecord
 from ragmon.monitor.labeling.quota import rank_of
 from ragmon.monitor.labeling.sample_store import NewSample, SampleStore
 from ragmon.monitor.labeling.sampler import SampleWriter, SamplingDecision
+from ragmon.monitor.labeling.sampling import decide
 from ragmon.monitor.labeling.weeks import iso_week
 from ragmon.monitor.storage.store import make_engine
 
@@ -97,6 +98,20 @@ def test_late_feedback_reaches_the_last_late_window_traces_and_drops_older_ones_
     assert sorted(s.trace_id for s in samples) == ["t-middle", "t-newest"]
     assert all(s.strata == ["negative_feedback"] for s in samples)
     assert metric_sum(runtime.registry, "ragmon_samples_dropped_total", reason="trace_evicted") == 1
+    runtime.close()
+
+
+def test_late_feedback_samples_each_trace_by_its_own_draw(tmp_path):
+    runtime = runtime_for(tmp_path, RAGMON_SAMPLING__RATES__NEGATIVE_FEEDBACK="0.5", RAGMON_SAMPLING__RATES__RANDOM="0")
+    ids = [f"t-{n}" for n in range(10)]
+    drawn = sorted(t for t in ids if decide(runtime.settings.sampling, t, ["negative_feedback"]))
+    assert 0 < len(drawn) < len(ids)  # the draw picks some traces, not all or none
+    feed(runtime, [{"type": "trace", "trace_id": trace_id, "time": time.time() - 60, "tenant": "acme",
+                    "query": f"Question {n}?", "index": {"name": "policies"},
+                    "answer": {"text": "In the portal.", "citations": []}, "context": [{"id": "p1"}]}
+                   for n, trace_id in enumerate(ids)])
+    feed(runtime, [{"type": "feedback", "trace_id": trace_id, "kind": "thumb", "value": "down"} for trace_id in ids])
+    assert sorted(s.trace_id for s in SampleStore(runtime.engine).find()) == drawn
     runtime.close()
 
 
