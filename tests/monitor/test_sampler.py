@@ -187,6 +187,16 @@ def test_a_full_stratum_keeps_the_lowest_ranked_trace_whichever_arrived_first(tm
         runtime.close()
 
 
+def test_the_weekly_total_cap_bounds_the_samples_the_pipeline_stores(tmp_path):
+    runtime = runtime_for(tmp_path, RAGMON_SAMPLING__RATES__RANDOM="1.0", RAGMON_SAMPLING__WEEKLY_TOTAL_CAP="1")
+    feed(runtime, [{"type": "trace", "trace_id": f"t-{n}", "time": time.time() - 60, "tenant": f"tenant-{n}",
+                    "query": f"Question {n}?", "index": {"name": "policies"},
+                    "answer": {"text": "In the portal.", "citations": []}, "context": [{"id": "p1"}]}
+                   for n in range(3)])
+    assert len(SampleStore(runtime.engine).find()) == 1
+    runtime.close()
+
+
 def test_a_samples_week_starts_on_monday_in_the_configured_time_zone(tmp_path):
     runtime = runtime_for(tmp_path, RAGMON_SAMPLING__RATES__RANDOM="1.0",
                           RAGMON_SAMPLING__TIME_ZONE="Pacific/Auckland")
