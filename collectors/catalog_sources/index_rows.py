@@ -5,10 +5,14 @@ An index holds a document as several chunks, each a row (of a vector store's tab
 manager). They fold into one :class:`IndexEvent` per ``(index, doc_id)``:
 
 - ``chunks``: the rows;
-- ``indexed_at``: the newest row's time;
-- ``version`` and ``acl``: the newest row's (a document re-indexed chunk by chunk holds the new version
-  once its newest chunk is written; ties go to the greater version, so the fold does not depend on
-  the order rows came in).
+- ``version``: the oldest row's (ties: the lesser version, so the fold does not depend on the order
+  rows came in). Rows of one document holding several versions are a document re-indexed in part
+  (new chunks written, old ones not yet removed, or the run cut short): the index still serves the
+  old chunks, so the document is stale until no row of the old version is left, as the vector-store
+  sources fold their chunks (``chunk_fold``);
+- ``indexed_at``: the newest time among the rows of that version;
+- ``acl``: the readers of every row that names some (whoever any chunk admits can be served part of
+  the document: a revocation is pending until no row admits the reader); no row naming any: unknown.
 
 Documents beyond ``max_items`` (in the order of their keys) are refused, ``too_many``.
 """
@@ -35,21 +39,20 @@ class ChunkRow:
 def fold(rows: list[ChunkRow], max_items: int, snapshot: Snapshot) -> dict[IndexKey, IndexEvent]:
     """One entry per document of ``rows`` (see the module), at most ``max_items`` of them; those
     beyond are counted in ``snapshot`` (``too_many``) and keep their last state."""
-    newest: dict[IndexKey, ChunkRow] = {}
-    counts: dict[IndexKey, int] = {}
+    by_document: dict[IndexKey, list[ChunkRow]] = {}
     for row in rows:
-        key = (row.index, row.doc_id)
-        counts[key] = counts.get(key, 0) + 1
-        held = newest.get(key)
-        if held is None or (row.indexed_at, row.version) > (held.indexed_at, held.version):
-            newest[key] = row
+        by_document.setdefault((row.index, row.doc_id), []).append(row)
     entries: dict[IndexKey, IndexEvent] = {}
-    for position, key in enumerate(sorted(newest)):
+    for position, key in enumerate(sorted(by_document)):
         if position >= max_items:
             snapshot.refused["too_many"] += 1
             snapshot.unread_entries.add(key)
             continue
-        row = newest[key]
-        entries[key] = IndexEvent(index=row.index, doc_id=row.doc_id, version=row.version,
-                                  indexed_at=row.indexed_at, chunks=counts[key], acl=row.acl)
+        held = by_document[key]
+        version = min(held, key=lambda row: (row.indexed_at, row.version)).version
+        readers = [row.acl for row in held if row.acl is not None]
+        entries[key] = IndexEvent(
+            index=key[0], doc_id=key[1], version=version,
+            indexed_at=max(row.indexed_at for row in held if row.version == version), chunks=len(held),
+            acl=sorted({name for acl in readers for name in acl}) if readers else None)
     return entries

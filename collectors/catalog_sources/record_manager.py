@@ -12,10 +12,11 @@ the vector store, in table ``upsertion_record`` (langchain-classic 1.0)::
   names no document and is refused (``bad_record``);
 - ``key``: the chunk's hash (the id the vector store holds it under), the version (see below);
 - ``updated_at``: Unix seconds, by the database's clock, when ``index()`` last wrote or confirmed
-  the chunk: the entry's ``indexed_at`` is its document's newest.
+  the chunk: the entry's ``indexed_at`` is the newest of its version's records.
 
 The version: with ``version_pattern``, the group ``version`` of each key (an ``index()`` run with a
-``key_encoder`` that puts the document's own version in the key), the newest record's; a key it does
+``key_encoder`` that puts the document's own version in the key), the oldest record's while records of
+an earlier version are left (``index_rows``); a key it does
 not match refuses the document (``bad_record``, it keeps its last state). Without it, LangChain's own
 hashes: the key of a document's one record, or ``sha256:`` and the SHA-256 of its keys, sorted, one
 per line, which changes whenever a chunk does. The record manager keeps no ACL: entries carry none.
