@@ -11,6 +11,10 @@ judging everything wrong). This holds what traffic served (the digest of served 
 - served versions of known documents that the catalog never knew (not the current version, not in
   its history, not what the index reported): all of them unknown means versions are computed
   differently at the source and at the indexer;
+- the versions the index's entries hold (index events, index-entry sources) of known documents that
+  the document never had: all of them unknown means the document source and the index-entry source
+  compute versions differently, and a passage served without a version of its own, judged by its
+  index entry's, is never found stale;
 - with traffic of several tenants: documents served to a tenant whose catalog entry names no tenant
   (``default``), each such passage a leak of "another tenant" when it is not.
 Ids are shown as every surface shows them (``Redactor.shown_id``).
@@ -23,7 +27,7 @@ from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
-from ragmon.monitor.core.catalog import Catalog
+from ragmon.monitor.core.catalog import Catalog, IndexedState
 from ragmon.monitor.storage.served_documents import Served
 
 EXAMPLES = 10
@@ -42,6 +46,9 @@ class IndexCheck:
     versions_checked: int = 0  # (document, version) pairs served of known documents, with a version
     versions_unknown: int = 0  # of those, versions the catalog never knew
     version_examples: list[dict] = field(default_factory=list)  # {doc_id, served, catalog}
+    entries_checked: int = 0  # live index entries of known documents
+    entries_unknown: int = 0  # of those, versions the document never had
+    entry_examples: list[dict] = field(default_factory=list)  # {doc_id, indexed, catalog}
 
     @property
     def known_share(self) -> float:
@@ -61,16 +68,20 @@ class CheckReport:
 def check_catalog(served: Iterable[Served], catalog: Catalog, since: float, shown: Callable[[str], str],
                   min_known: float) -> CheckReport:
     """The report; ``problems`` names each finding that should fail a check (a known share under
-    ``min_known``, versions that never match, tenantless documents under multi-tenant traffic)."""
+    ``min_known``, served or indexed versions that never match, tenantless documents under multi-tenant
+    traffic). Indexes are those traffic served and those the catalog holds entries of."""
     rows = list(served)
     tenants = sorted({row.tenant for row in rows})
     by_index: dict[str, list[Served]] = defaultdict(list)
     for row in rows:
         by_index[row.index].append(row)
+    entries = _live_entries(catalog)
     hints = _Hints(catalog.documents)
     report = CheckReport(since, [shown(t) for t in tenants], [])
-    for index in sorted(by_index):
-        report.indexes.append(_check_index(index, by_index[index], catalog, hints, shown))
+    for index in sorted(by_index.keys() | entries.keys()):
+        check = _check_index(index, by_index.get(index, []), catalog, hints, shown)
+        _check_entries(check, entries.get(index, []), catalog, shown)
+        report.indexes.append(check)
     if len(tenants) > 1:
         _tenantless(rows, catalog, shown, report)
     for check in report.indexes:
@@ -81,6 +92,10 @@ def check_catalog(served: Iterable[Served], catalog: Catalog, since: float, show
         if check.versions_checked and check.versions_unknown == check.versions_checked:
             report.problems.append(f"{name}: no served version of a known document is one the catalog knows: "
                                    "the source and the indexer compute versions differently")
+        if check.entries_checked and check.entries_unknown == check.entries_checked:
+            report.problems.append(f"{name}: no version its {check.entries_checked} index entries hold is one the "
+                                   "document source knows: the two sources compute versions differently, and "
+                                   "passages without a version of their own are never found stale")
     if report.tenantless:
         report.problems.append(f"{report.tenantless} documents served to tenants {', '.join(report.tenants)} name "
                                "no tenant in the catalog: each passage of them counts as another tenant's")
@@ -119,6 +134,30 @@ def _check_index(index: str, rows: list[Served], catalog: Catalog, hints: _Hints
             check.version_examples.append({"doc_id": shown(doc_id), "served": shown(version),
                                            "catalog": shown(document.version)})
     return check
+
+
+def _live_entries(catalog: Catalog) -> dict[str, list[IndexedState]]:
+    """The index entries still holding chunks, by index."""
+    by_index: dict[str, list[IndexedState]] = defaultdict(list)
+    for entry in list(catalog.indexed.values()):
+        if entry.chunks != 0:
+            by_index[entry.index].append(entry)
+    return by_index
+
+
+def _check_entries(check: IndexCheck, entries: list[IndexedState], catalog: Catalog,
+                   shown: Callable[[str], str]) -> None:
+    for entry in sorted(entries, key=lambda e: e.doc_id):
+        document = catalog.document(entry.doc_id)
+        if document is None:
+            continue
+        check.entries_checked += 1
+        if entry.version == document.version or entry.version in document.history:
+            continue
+        check.entries_unknown += 1
+        if len(check.entry_examples) < EXAMPLES:
+            check.entry_examples.append({"doc_id": shown(entry.doc_id), "indexed": shown(entry.version),
+                                         "catalog": shown(document.version)})
 
 
 def _tenantless(rows: list[Served], catalog: Catalog, shown: Callable[[str], str], report: CheckReport) -> None:

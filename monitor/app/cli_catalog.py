@@ -153,13 +153,15 @@ def _print_check(report: CheckReport, documents: int) -> None:
                             "by `ragmon serve`)"))
     table = Table(title=f"catalog check: {documents} documents in the catalog, traffic of tenants "
                         f"{', '.join(report.tenants) or '-'}")
-    for column in ("index", "passages", "known", "share", "unknown documents", "versions served", "versions unknown"):
+    for column in ("index", "passages", "known", "share", "unknown documents", "versions served", "versions unknown",
+                   "index entries", "entry versions unknown"):
         table.add_column(column, justify="left" if column == "index" else "right")
     for check in report.indexes:
         colour = "green" if check.known == check.passages else "red"
         table.add_row(shown(check.index), str(check.passages), str(check.known),
                       shown(f"{check.known_share:.1%}", colour), str(check.unmatched_documents),
-                      str(check.versions_checked), str(check.versions_unknown))
+                      str(check.versions_checked), str(check.versions_unknown), str(check.entries_checked),
+                      str(check.entries_unknown))
     console.print(table)
     for check in report.indexes:
         for example in check.unmatched:
@@ -170,6 +172,9 @@ def _print_check(report: CheckReport, documents: int) -> None:
         for example in check.version_examples:
             console.print(shown(f"{check.index}: {example['doc_id']}: served version {example['served']} is unknown "
                                 f"to the catalog (current {example['catalog']})"))
+        for example in check.entry_examples:
+            console.print(shown(f"{check.index}: {example['doc_id']}: the index holds version {example['indexed']}, "
+                                f"one the document source never had (current {example['catalog']})"))
     for example in report.tenantless_examples:
         tenants = ", ".join(example["served_to"])
         console.print(shown(f"no tenant in the catalog: {example['doc_id']}, served to {tenants}"))

@@ -3,9 +3,10 @@ a persistent Chroma store (doc_id, doc_version, acl, indexed_at in each chunk's 
 configured with a folder source and a chroma source, then two documents edited, one ACL narrowed and one
 document deleted on disk. Questions answered from the store (OpenLLMetry's Chroma instrumentation under
 OpenInference roots) go at once to that server and to one with no source at all: the first finds every
-stale passage served and every leak the revocation causes, the second shows freshness as not judged
-(blind) instead of a healthy zero. Expected figures come from the folder on disk (git's blob ids, the
-front matter written) and from what Chroma returned to the app, never from ragmon's code."""
+stale passage served, every leak the revocation causes, the pending revocation and the deletion still
+indexed, the second shows freshness as not judged (blind) instead of a healthy zero. Expected figures
+come from the folder on disk (git's blob ids, the front matter written) and from what Chroma returned to
+the app, never from ragmon's code."""
 
 from __future__ import annotations
 
@@ -118,6 +119,21 @@ def test_a_folder_and_a_chroma_store_find_the_stale_passages_and_the_revocation_
         assert context_count(seeing.url, "ragmon_stale_passages_served_total") == stale
         assert context_count(seeing.url, "ragmon_permission_violations_total") == leaked
         assert scraped(seeing.url, "ragmon_passage_coverage_ratio", index="policies", check="freshness") == 1.0
+
+        # without traffic, the reconciliation of the catalog: the edits not indexed again, the revocation pending
+        # in the index and the deletion still indexed (expected: the files whose blob differs from the version
+        # Chroma holds, the ACLs narrowed on disk, the files removed)
+        indexed_version = {m["doc_id"]: m["doc_version"] for m in held["metadatas"]}
+        stale_documents = sum(1 for rel in CORPUS if (repo.root / rel).exists()
+                              and repo.blob(rel) != indexed_version[str(repo.root / rel)])
+        assert stale_documents == len(EDITED) + len(NARROWED)  # front matter is in the file: a new version too
+
+        def drift(kind: str, name: str = "ragmon_index_drift_documents") -> float:
+            return scraped(seeing.url, name, tenant="acme", index="policies", kind=kind)
+
+        wait_for(lambda: drift("acl_narrower") == len(NARROWED))
+        assert drift("stale") == stale_documents and drift("deleted") == 1 and drift("acl_wider") == 0
+        assert drift("acl_narrower", "ragmon_index_drift_oldest_seconds") > 0
 
         # the same traces with no source: the chunks' own ACLs see no revocation, and freshness is not
         # judged at all (every passage of a document the catalog does not know), which the zero says

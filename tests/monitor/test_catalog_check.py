@@ -179,3 +179,48 @@ def test_a_trace_judged_again_after_a_catalog_change_is_not_served_twice(tmp_pat
     digest.consume(Observation(event, LATE_SOURCE, time.time(), late))
     digest.write(time.time())
     assert [(row.doc_id, row.passages) for row in digest.read()] == [("pay", 1)]
+
+
+def index_event(index: str, doc_id: str, version: str) -> RawRecord:
+    event = {"type": "index", "index": index, "doc_id": doc_id, "version": version, "indexed_at": time.time(),
+             "chunks": 2}
+    return RawRecord("http", json.dumps(event).encode(), privilege=Privilege.CATALOG)
+
+
+def test_index_entries_whose_versions_the_document_source_never_had_fail_the_check(tmp_path):
+    """Two index-entry feeds of the folder's documents: one versions them as git does (the folder
+    source's blob ids), the other by the SHA-256 of the text, as an indexer's own hashes would. Passages
+    without a version of their own would be judged by the second's and never found stale: the check
+    says so, with no traffic at all."""
+    import hashlib
+
+    root = tmp_path / "corpus"
+    (root / "hr").mkdir(parents=True)
+    texts = {"hr/leave.md": "leave", "hr/pay.md": "pay"}
+    for rel, body in texts.items():
+        (root / rel).write_text(body)
+    runtime = build_runtime(load_settings(environ=environ_for(tmp_path, root)), registry=CollectorRegistry())
+    assert build_catalog_sync(runtime).sync("docs").outcome == "ok"
+    records = [index_event("blobs", rel, git_blob(root / rel)) for rel in texts]
+    records += [index_event("hashes", rel, "sha256:" + hashlib.sha256(body.encode()).hexdigest())
+                for rel, body in texts.items()]
+    records.append(index_event("hashes", "elsewhere.md", "v1"))  # a document the catalog does not know
+    assert runtime.pipeline.process(records).accepted == len(records)
+    runtime.close()
+
+    engine = make_engine(f"sqlite:///{tmp_path / 'ragmon.db'}")
+    catalog = Catalog()
+    load_catalog(engine, catalog)
+    report = check_catalog([], catalog, 0, lambda v: v, 0.95)
+    blobs, hashes = report.indexes
+    assert (blobs.index, blobs.passages, blobs.entries_checked, blobs.entries_unknown) == ("blobs", 0, 2, 0)
+    assert (hashes.index, hashes.entries_checked, hashes.entries_unknown) == ("hashes", 2, 2)
+    assert hashes.entry_examples[0] == {"doc_id": "hr/leave.md",
+                                        "indexed": "sha256:" + hashlib.sha256(b"leave").hexdigest(),
+                                        "catalog": git_blob(root / "hr/leave.md")}
+    assert len(report.problems) == 1 and report.problems[0].startswith("hashes: no version its 2 index entries hold")
+
+    env = {**{k: None for k in os.environ if k.startswith("RAGMON_")}, **environ_for(tmp_path, root)}
+    result = CliRunner().invoke(main, ["catalog", "check"], env=env)
+    assert result.exit_code == 1, result.output
+    assert "one the document source never had" in result.output
