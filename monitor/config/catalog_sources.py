@@ -378,8 +378,8 @@ class SqlSourceConfig(SourceEntry, SqlDatabase):
 
     kind: Literal["sql"] = Field(description="`sql`.")
     query: str = Field(min_length=1, description="The query, run in a read-only transaction; rows of one document "
-                       "fold into one index entry (chunks: the rows; version: the oldest row's; ACL: every row's readers). Bound "
-                       "parameters are written `:name` and given in `parameters`.")
+                       "fold into one index entry (chunks: the rows; version: the oldest row's; ACL: every row's "
+                       "readers). Bound parameters are written `:name` and given in `parameters`.")
     parameters: dict[str, str] = Field(default_factory=dict, description="Values of the query's `:name` "
                                        "parameters, e.g. `{collection: policies}`.")
     columns: SqlColumns = Field(default_factory=SqlColumns, description="Column names of the result, e.g. "
