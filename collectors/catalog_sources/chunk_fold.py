@@ -45,6 +45,13 @@ class ChunkKeys:
     id_prefix: str = ""
     embedding_model: str | None = None
 
+    @classmethod
+    def of(cls, config: Any) -> ChunkKeys:
+        """The keys a vector-store source's entry (``VectorStoreEntry``) names."""
+        return cls(doc_id=config.doc_id_key, version=config.version_key, acl=config.acl_keys,
+                   indexed_at=config.indexed_at_key, id_prefix=config.id_prefix,
+                   embedding_model=config.embedding_model)
+
     @property
     def all(self) -> list[str]:
         """Every key read, so that a store is asked for these alone."""

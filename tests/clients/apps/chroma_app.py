@@ -29,6 +29,7 @@ from typing import Any
 from opentelemetry.instrumentation.chromadb import ChromaInstrumentor
 from opentelemetry.trace import SpanKind
 from otel_export import arguments, load_plan, one_trace, provider, report
+from word_vectors import WordVectors
 
 args = arguments()
 plan = load_plan(args)
@@ -42,17 +43,8 @@ MODEL, TOP_K = "stub-chat-1", 2
 caller = plan["caller"]
 
 
-def words(text: str) -> list[str]:
-    return [w for w in re.findall(r"[a-z0-9]+", text.lower()) if len(w) > 3]
-
-
-vocabulary = sorted({w for d in plan["documents"] for w in words(d["text"])})
-
-
-def embed(text: str) -> list[float]:
-    counts = [float(words(text).count(w)) for w in vocabulary]
-    norm = sum(c * c for c in counts) ** 0.5 or 1.0
-    return [c / norm for c in counts]
+vectors = WordVectors(d["text"] for d in plan["documents"])
+embed = vectors.embed
 
 
 def chunk_metadata(d: dict[str, Any]) -> dict[str, Any]:

@@ -22,6 +22,7 @@ from typing import Any
 
 from opentelemetry.instrumentation.milvus import MilvusInstrumentor
 from otel_export import arguments, load_plan, one_trace, provider, report
+from word_vectors import WordVectors
 
 args = arguments()
 plan = load_plan(args)
@@ -36,17 +37,8 @@ OUTPUT_FIELDS = ["text", "doc_id", "doc_version", "acl"]
 caller = plan["caller"]
 
 
-def words(text: str) -> list[str]:
-    return [w for w in re.findall(r"[a-z0-9]+", text.lower()) if len(w) > 3]
-
-
-vocabulary = sorted({w for d in plan["documents"] for w in words(d["text"])})
-
-
-def embed(text: str) -> list[float]:
-    counts = [float(words(text).count(w)) for w in vocabulary]
-    norm = sum(c * c for c in counts) ** 0.5 or 1.0
-    return [c / norm for c in counts]
+vectors = WordVectors(d["text"] for d in plan["documents"])
+embed = vectors.embed
 
 
 def row(d: dict[str, Any]) -> dict[str, Any]:
@@ -60,7 +52,7 @@ def row(d: dict[str, Any]) -> dict[str, Any]:
 
 before = len(roots.trace_ids)
 client = MilvusClient(str(Path(tempfile.mkdtemp(prefix="milvus-")) / "rag.db"))
-client.create_collection(plan["index"], dimension=len(vocabulary), id_type="string", max_length=256,
+client.create_collection(plan["index"], dimension=vectors.dimension, id_type="string", max_length=256,
                          metric_type="COSINE")
 client.insert(plan["index"], [row(d) for d in plan["documents"]])
 ingestion_traces = len(roots.trace_ids) - before

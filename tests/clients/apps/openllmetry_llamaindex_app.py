@@ -25,10 +25,9 @@ instrumentation's pattern), which is why the retrievers here are vector retrieve
 
 from __future__ import annotations
 
-import re
-
 from otel_export import arguments, document_metadata, load_plan, one_trace, report, traceloop_provider
 from reported import llama_nodes as documents_of
+from word_vectors import WordVectors, words
 
 args = arguments()
 plan = load_plan(args)
@@ -51,20 +50,14 @@ from llama_index.core.schema import NodeWithScore, QueryBundle  # noqa: E402
 MIN_SCORE = 0.3
 
 
-def words(text: str) -> list[str]:
-    return [w for w in re.findall(r"[a-z0-9]+", text.lower()) if len(w) > 3]
-
-
-vocabulary = sorted({w for d in plan["documents"] for w in words(d["text"])})
+vectors = WordVectors(d["text"] for d in plan["documents"])
 
 
 class WordCountEmbedding(BaseEmbedding):
     """Unit vectors of word counts over the corpus' vocabulary."""
 
     def _vector(self, text: str) -> list[float]:
-        counts = [float(words(text).count(w)) for w in vocabulary]
-        norm = sum(c * c for c in counts) ** 0.5 or 1.0
-        return [c / norm for c in counts]
+        return vectors.embed(text)
 
     def _get_query_embedding(self, query: str) -> list[float]:
         return self._vector(query)

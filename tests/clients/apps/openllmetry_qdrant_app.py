@@ -20,6 +20,7 @@ from typing import Any
 
 from opentelemetry.trace import SpanKind
 from otel_export import arguments, load_plan, one_trace, report, traceloop_provider
+from word_vectors import WordVectors
 
 args = arguments()
 plan = load_plan(args)
@@ -33,17 +34,8 @@ MODEL, TOP_K = "stub-chat-1", 2
 caller = plan["caller"]
 
 
-def words(text: str) -> list[str]:
-    return [w for w in re.findall(r"[a-z0-9]+", text.lower()) if len(w) > 3]
-
-
-vocabulary = sorted({w for d in plan["documents"] for w in words(d["text"])})
-
-
-def embed(text: str) -> list[float]:
-    counts = [float(words(text).count(w)) for w in vocabulary]
-    norm = sum(c * c for c in counts) ** 0.5 or 1.0
-    return [c / norm for c in counts]
+vectors = WordVectors(d["text"] for d in plan["documents"])
+embed = vectors.embed
 
 
 def payload(d: dict[str, Any]) -> dict[str, Any]:
@@ -57,7 +49,7 @@ def payload(d: dict[str, Any]) -> dict[str, Any]:
 
 before = len(roots.trace_ids)
 client = QdrantClient(":memory:")
-client.create_collection(plan["index"], vectors_config=VectorParams(size=len(vocabulary), distance=Distance.COSINE))
+client.create_collection(plan["index"], vectors_config=VectorParams(size=vectors.dimension, distance=Distance.COSINE))
 client.upsert(plan["index"], points=[PointStruct(id=n, vector=embed(d["text"]), payload=payload(d))
                                      for n, d in enumerate(plan["documents"], start=1)])
 ingestion_traces = len(roots.trace_ids) - before
