@@ -120,9 +120,8 @@ def test_a_labeled_follow_up_replays_with_its_history_through_eval(tmp_path, lab
         {"message": "and for part-timers?", "answer": "The same five days.",
          "searched": ["vacation days carry over for part-timers"]}]
     assert cases["t-third"]["searched"] == [SEARCHED]
-    # the task does not carry the turn's number (its case would, were the weekly case to hold it):
-    # the history alone makes the case a follow-up
-    assert "turn" not in cases["t-third"]
+    # the weekly case carries each turn's number, as the sample's trace gave it
+    assert (cases["t-first"]["turn"], cases["t-third"]["turn"]) == (1, 3)
     assert not {"history", "searched"} & set(cases["t-first"])
     assert [u["doc_id"] for u in cases["t-third"]["relevant"] if u["grade"] == 2] == ["contractor-leave"]
 
