@@ -28,7 +28,7 @@ def test_sigterm_finishes_the_request_in_flight(tmp_path):
                           RAGMON_HTTP__MAX_PENDING_REQUESTS="1", RAGMON_HTTP__SATURATION_SECONDS="0.1").start()
     try:
         simulator = Simulator(seed=3, start=time.time() - 3 * 86400)
-        traffic = [e for e in simulator.traffic(8000) if e["type"] == "trace"]
+        traffic = [e for e in simulator.traffic(3000) if e["type"] == "trace"]
         # the documents come last: finding them stored proves the whole request was processed
         documents = list(simulator.catalog())[::2]
         body = b"\n".join(msgspec.json.encode(e) for e in [*traffic, *documents])
@@ -43,7 +43,8 @@ def test_sigterm_finishes_the_request_in_flight(tmp_path):
             if busy and scraped(server.url, "ragmon_answers_total") == 0:
                 break
             time.sleep(0.02)
-        # uvicorn re-raises the signal once shut down, so a supervisor sees why the process ended
+        # uvicorn re-raises the signal once shut down, so a supervisor sees why the process ended; it waits
+        # 30 s at most for the request (timeout_graceful_shutdown), which these traces need a few seconds of
         assert server.stop(timeout=60) == -signal.SIGTERM
         poster.join(120)
     finally:
