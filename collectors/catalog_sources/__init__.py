@@ -13,6 +13,7 @@ from ragmon.collectors.catalog_sources.base import CatalogSource, SourceContext
 from ragmon.collectors.catalog_sources.chroma import ChromaSource
 from ragmon.collectors.catalog_sources.docstore import DocstoreSource
 from ragmon.collectors.catalog_sources.folder import FolderSource
+from ragmon.collectors.catalog_sources.lancedb import LanceDbSource
 from ragmon.collectors.catalog_sources.manifest import ManifestSource
 from ragmon.collectors.catalog_sources.qdrant import QdrantSource
 from ragmon.collectors.catalog_sources.record_manager import RecordManagerSource
@@ -25,6 +26,7 @@ SOURCE_KINDS: dict[str, Callable[..., CatalogSource]] = {
     # index-entry sources of vector stores
     "chroma": ChromaSource,
     "qdrant": QdrantSource,
+    "lancedb": LanceDbSource,
     # index entries kept in SQL and JSON
     "record_manager": RecordManagerSource,
     "sql": SqlSource,

@@ -8,6 +8,7 @@ module with one line in the registry of ``collectors/catalog_sources``.
 
 from __future__ import annotations
 
+import importlib.util
 import re
 from pathlib import Path
 from typing import Annotated, Literal
@@ -286,6 +287,52 @@ class QdrantSourceConfig(VectorStoreEntry):
 
 
 
+#: LanceDB's own rule for table names (letters, digits, `_ - .`); a name that starts with `.` is refused too, so
+#: that a table is always a folder of its own inside the database directory
+_LANCE_TABLE = re.compile(r"[A-Za-z0-9_-][A-Za-z0-9_.-]{0,254}", re.ASCII)
+
+
+def lance_installed() -> bool:
+    """Whether Lance's reader (`pylance`, module `lance`: the `lancedb` extra) can be imported; not imported here."""
+    return importlib.util.find_spec("lance") is not None
+
+
+class LanceDbSourceConfig(VectorStoreEntry):
+    """A LanceDB database (a directory of tables, `lancedb.connect(path)`), as the index entries of its tables: only
+    their metadata columns are read, with Lance's own reader (the `lancedb` extra: `pip install
+    "ragmon[lancedb]"`). The chunks (rows) of one document are one index entry."""
+
+    kind: Literal["lancedb"] = Field(description="`lancedb`. Needs the `lancedb` extra (`pip install "
+                                     "\"ragmon[lancedb]\"`, which brings pylance and pyarrow).")
+    path: Path = Field(description="The database directory (`lancedb.connect(path)`), holding each table as "
+                       "`TABLE.lance`; read-only, at each table's latest version. `collections` are the tables.")
+    metadata_column: str | None = Field(
+        "metadata", min_length=1, description="The struct column that holds each chunk's metadata, its fields the "
+        "metadata keys (LangChain's `LanceDB` and LlamaIndex's `LanceDBVectorStore` write `metadata`); null: the "
+        "keys are columns of their own. Only the configured keys are read: never the vectors or the text.")
+    page_size: int = Field(1000, ge=1, le=100_000, description="Rows read per batch. (`allowed_hosts`, "
+                           "`timeout_seconds` and `max_bytes` are a server's bounds: they do not apply here.)")
+
+    @field_validator("collections")
+    @classmethod
+    def _table_names(cls, tables: list[str]) -> list[str]:
+        for table in tables:
+            if not _LANCE_TABLE.fullmatch(table):
+                raise ValueError(f"{table!r} is not a LanceDB table name (letters, digits, _ - ., not starting "
+                                 "with .)")
+        return tables
+
+    @model_validator(mode="after")
+    def _reader_installed(self) -> LanceDbSourceConfig:
+        if not lance_installed():
+            raise ValueError("kind lancedb reads Lance files with the pylance package, which is not installed: "
+                             "pip install \"ragmon[lancedb]\"")
+        keys = [self.doc_id_key, self.version_key, *self.acl_keys, self.indexed_at_key or "",
+                self.metadata_column or ""]
+        if any("`" in key for key in keys):
+            raise ValueError("a metadata key or metadata_column of a lancedb source must not hold a backtick")
+        return self
+
 # -- index entries kept in SQL: the record manager, a SQL query --------------
 # -- index entries kept in SQL and JSON: the record manager, a SQL query, a LlamaIndex docstore --------------
 
@@ -420,10 +467,10 @@ class DocstoreSourceConfig(SourceEntry):
 
 
 CatalogSourceConfig = Annotated[FolderSourceConfig | ManifestSourceConfig | ChromaSourceConfig | QdrantSourceConfig
-                                | RecordManagerSourceConfig
+                                | LanceDbSourceConfig | RecordManagerSourceConfig
                                 | SqlSourceConfig | DocstoreSourceConfig, Field(discriminator="kind")]
 
 #: every kind's model, for the generated reference (docs/configuration.md)
 SOURCE_MODELS: tuple[type[SourceEntry], ...] = (FolderSourceConfig, ManifestSourceConfig, ChromaSourceConfig,
-                                                QdrantSourceConfig, RecordManagerSourceConfig,
+                                                QdrantSourceConfig, LanceDbSourceConfig, RecordManagerSourceConfig,
                                                 SqlSourceConfig, DocstoreSourceConfig)

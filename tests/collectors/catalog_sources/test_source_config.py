@@ -22,7 +22,8 @@ MINIMAL = {"folder": {"root": "/srv/docs"}, "manifest": {"path": "/srv/manifest.
                       "collections": ["docs"]}}
 MINIMAL.update({"record_manager": {"path": "/srv/records.db", "namespace": "chroma/docs"},
                 "sql": {"path": "/srv/chunks.db", "query": "SELECT 1", "index": "docs"},
-                "llamaindex_docstore": {"path": "/srv/storage", "index": "docs"}})
+                "llamaindex_docstore": {"path": "/srv/storage", "index": "docs"},
+                "lancedb": {"path": "/srv/lancedb", "collections": ["docs"]}})
 
 
 def entry(kind: str, **keys) -> dict:
@@ -57,7 +58,11 @@ def test_no_float_of_a_source_takes_inf_or_nan(tmp_path, kind, key):
     ([entry("folder", tenant_pattern="(")], "not a valid regular expression"),
     ([entry("folder", acl_keys={"groups": "group"})], "must end with `:`"),
     ([entry("folder", rooot="/x")], "catalog.sources.0.folder.rooot: unknown key"),
-    ([{"name": "s", "kind": "lancedb"}], "catalog.sources.0: Input tag 'lancedb' found using 'kind' does not match"),
+    ([{"name": "s", "kind": "pinecone"}], "catalog.sources.0: Input tag 'pinecone' found using 'kind' does not match"),
+    ([entry("lancedb", collections=["../docs"])], "catalog.sources.0.lancedb.collections: Value error, '../docs' "
+                                                   "is not a LanceDB table name"),
+    ([entry("lancedb", collections=[".hidden"])], "is not a LanceDB table name"),
+    ([entry("lancedb", doc_id_key="doc`id")], "must not hold a backtick"),
     ([entry("chroma", collections=[])], "catalog.sources.0.chroma.collections: List should have at least 1 item"),
     ([entry("chroma", url="http://localhost:8000")], "set path or url, one of them"),
     ([entry("chroma", path=None, url="https://chroma.example.com")], "the host chroma.example.com is not in "
