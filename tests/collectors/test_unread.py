@@ -176,6 +176,31 @@ def test_the_closest_dialect_and_what_it_lacked():
         assert VALUE not in dialects.closest(openinference + genai, what).lacked
 
 
+def test_a_vector_store_whose_instrumentation_records_no_results_is_said_so():
+    """OpenLLMetry's LanceDB and Qdrant instrumentations never put a search's results on their spans: the
+    explanation names that (and the way round it) rather than the result events a search did not have."""
+    dialects = RegistryDialects()
+    search = span("lancedb.search", "opentelemetry.instrumentation.lancedb",
+                  attributes={"db.system": "lancedb", "db.operation": "search", "db.milvus.search.filter": VALUE})
+    closest = dialects.closest([search], RETRIEVAL)
+    assert closest.dialect == "vector_store"
+    assert closest.lacked == (
+        "results: opentelemetry-instrumentation-lancedb records none (its lancedb.search span ends when "
+        "LanceTable.search returns the query, before the query runs; it carries db.system and db.operation only); "
+        "wrap the search in a span of gen_ai.operation.name retrieval listing what it returned in "
+        "gen_ai.retrieval.documents")
+    by_system = dialects.closest([span("search", attributes={"db.system": "LanceDB", "db.operation": "search"})],
+                                 RETRIEVAL)
+    assert by_system.lacked == closest.lacked  # no scope of its own: its db.system says which store
+    qdrant = dialects.closest([span("qdrant.query_points", "opentelemetry.instrumentation.qdrant",
+                                    attributes={"qdrant.query_points.collection_name": VALUE})], RETRIEVAL)
+    assert qdrant.dialect == "vector_store" and qdrant.lacked.startswith(
+        "results: opentelemetry-instrumentation-qdrant records none")
+    both = dialects.closest([search, span("qdrant.search", "opentelemetry.instrumentation.qdrant")], RETRIEVAL)
+    assert both.lacked.count("records none") == 2 and both.lacked.count("wrap the search") == 1
+    assert VALUE not in closest.lacked + qdrant.lacked
+
+
 # -- the watch ------------------------------------------------------------------------------------
 
 
