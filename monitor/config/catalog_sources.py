@@ -308,7 +308,7 @@ class LanceDbSourceConfig(VectorStoreEntry):
                        "`TABLE.lance`; read-only, at each table's latest version. `collections` are the tables.")
     metadata_column: str | None = Field(
         "metadata", min_length=1, description="The struct column that holds each chunk's metadata, its fields the "
-        "metadata keys (LangChain's `LanceDB` store writes `metadata`); null: the "
+        "metadata keys (LangChain's `LanceDB` and LlamaIndex's `LanceDBVectorStore` write `metadata`); null: the "
         "keys are columns of their own. Only the configured keys are read: never the vectors or the text.")
     page_size: int = Field(1000, ge=1, le=100_000, description="Rows read per batch. (`allowed_hosts`, "
                            "`timeout_seconds` and `max_bytes` are a server's bounds: they do not apply here.)")

@@ -1,7 +1,8 @@
-"""The lancedb source against tables LangChain's `LanceDB` vector store wrote (langchain-community 0.4.2 on lancedb
-0.40.0, in the frameworks' environment), read by ragmon with pylance alone: the first indexing, a re-indexing cut
-short and a document deleted through LangChain, then `ragmon catalog sync`. Expected entries come from what
-LangChain returned and LanceDB's own client reads back, never from ragmon's code."""
+"""The lancedb source against tables the frameworks wrote on lancedb 0.40.0, in the frameworks' environment, read by
+ragmon with pylance alone: LangChain's `LanceDB` vector store (langchain-community 0.4.2) through a first indexing,
+a re-indexing cut short and a document deleted, then `ragmon catalog sync`; LlamaIndex's `LanceDBVectorStore`
+(llama-index-vector-stores-lancedb 0.6.0). Expected entries come from what the framework returned and LanceDB's
+own client reads back, never from ragmon's code."""
 
 from __future__ import annotations
 
@@ -108,3 +109,25 @@ def test_a_reindexing_cut_short_and_a_deletion_through_langchain(indexed, tmp_pa
     assert entries_read(indexed["uri"]) == expected
     changed = sync()
     assert changed["changes"] == {"document": 0, "tombstone": 0, "index": 1, "removal": 1}  # leave.md, travel.md
+
+
+def test_a_table_written_by_llamaindex_is_read_by_its_ref_doc_ids(tmp_path):
+    words = "Staff carry over five days of leave each year and requests go to the manager two weeks ahead. "
+    documents = {"hr/leave.md": {"text": words * 8, "version": "leave-1", "acl": "group:staff, group:hr"},
+                 "hr/pay.md": {"text": "Salaries are paid on the last working day.", "version": "pay-1",
+                               "acl": "group:payroll"}}
+    uri = tmp_path / "lancedb"
+    answer = write("llamaindex_lancedb", {"uri": str(uri), "table": "policies", "documents": documents}, tmp_path)
+    assert {"id", "doc_id", "vector", "text", "metadata"} <= set(answer["columns"])
+    assert sorted(row["id"] for row in answer["rows"]) == sorted(n for ids in answer["nodes"].values() for n in ids)
+    assert len(answer["nodes"]["hr/leave.md"]) > 1  # split into several nodes
+    # LlamaIndex writes its ref doc id as `doc_id` into every node's metadata (over the application's own)
+    assert all(row["metadata"]["doc_id"] == row["doc_id"] == row["metadata"]["source"] for row in answer["rows"])
+    expected = {}
+    for ref, node_ids in answer["nodes"].items():
+        times = {datetime.fromisoformat(row["metadata"]["indexed_at"]).timestamp() for row in answer["rows"]
+                 if row["doc_id"] == ref}
+        expected[ref] = (documents[ref]["version"], len(node_ids),
+                         [name.strip() for name in documents[ref]["acl"].split(",")], max(times))
+    assert entries_read(uri) == expected
+    assert entries_read(uri, doc_id_key="source") == expected
