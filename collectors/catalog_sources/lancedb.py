@@ -39,9 +39,7 @@ class LanceDbSource:
         self.name = config.name
         self._config = config
         self._context = context
-        self._keys = ChunkKeys(doc_id=config.doc_id_key, version=config.version_key, acl=config.acl_keys,
-                               indexed_at=config.indexed_at_key, id_prefix=config.id_prefix,
-                               embedding_model=config.embedding_model)
+        self._keys = ChunkKeys.of(config)
 
     def read(self) -> Snapshot:
         config = self._config
