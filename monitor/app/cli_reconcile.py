@@ -13,7 +13,7 @@ from rich.table import Table
 
 from ragmon.monitor.app.cli_catalog import catalog
 from ragmon.monitor.app.cli_context import existing_engine_of, settings_of
-from ragmon.monitor.app.cli_output import FOUND, output_option, shown, stdout
+from ragmon.monitor.app.cli_output import FOUND, errors, output_option, shown, stdout
 from ragmon.monitor.config.settings import ConfigError
 from ragmon.monitor.core.reconcile import Drift, NotJudged
 
@@ -28,7 +28,8 @@ def reconcile_command(ctx: click.Context, tenant: str | None, index: str | None,
                       output: str) -> None:
     """Per tenant and index, the documents an index serves stale, deleted at the source, or with an ACL
     narrower (a revocation pending) or wider than the source's, the oldest ones named with the rule,
-    and the entries that could not be judged. Exit 1 when a revocation is pending."""
+    and the entries that could not be judged. Exit 1 when a revocation is pending, or when the catalog
+    holds no index entry to reconcile."""
     from ragmon.monitor.app.cli_catalog import _shown_ids
     from ragmon.monitor.app.reconcile_view import drift_findings, drift_rows
     from ragmon.monitor.app.wiring import caller_key
@@ -65,6 +66,12 @@ def reconcile_command(ctx: click.Context, tenant: str | None, index: str | None,
         click.echo(json.dumps({"indexes": [asdict(r) for r in rows], "findings": [asdict(f) for f in findings]}))
     else:
         _print(rows, findings)
+    if not rows:  # nothing held is nothing judged, not an index level with its sources
+        scope = "" if tenant is None and index is None else " for this tenant and index"
+        errors.print(shown(f"no index entries in the catalog{scope}: nothing was reconciled. Configure a source "
+                           "of index entries (docs/catalog.md) or send index events; `ragmon catalog sync` says "
+                           "whether a source failed", "red"))
+        ctx.exit(FOUND)
     if any(r.documents[Drift.ACL_NARROWER] for r in rows):
         ctx.exit(FOUND)
 

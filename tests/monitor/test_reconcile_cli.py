@@ -1,6 +1,6 @@
 """`ragmon catalog reconcile` on a stored catalog, with no traffic and no running serve: the
-figures per tenant and index, the findings named with their rule, the filters, and exit 1 only
-while a revocation is pending."""
+figures per tenant and index, the findings named with their rule, the filters, and exit 1 while a
+revocation is pending or when nothing was held to reconcile."""
 
 from __future__ import annotations
 
@@ -48,7 +48,9 @@ def test_reconcile_reports_the_stored_catalog_and_exits_1_while_a_revocation_is_
     assert [f["doc_id"] for f in json.loads(only.stdout)["findings"]] == ["faq"]
     table = runner.invoke(main, ["catalog", "reconcile", "--index", "kb"], env=env)
     assert "acme/kb: acl_narrower: memo" in table.output and "group:staff" in table.output
-    assert runner.invoke(main, ["catalog", "reconcile", "--index", "elsewhere"], env=env).exit_code == 0
+    elsewhere = runner.invoke(main, ["catalog", "reconcile", "--index", "elsewhere"], env=env)
+    assert elsewhere.exit_code == 1 and "no index entries in the catalog for this tenant and index" in \
+        " ".join(elsewhere.output.split())
 
     # the index takes the narrowed ACL in: nothing pending, exit 0
     replay(runner, env, tmp_path, {"type": "index", "index": "kb", "doc_id": "memo", "version": "v1",
@@ -56,3 +58,16 @@ def test_reconcile_reports_the_stored_catalog_and_exits_1_while_a_revocation_is_
     again = runner.invoke(main, ["catalog", "reconcile", "-o", "json"], env=env)
     assert again.exit_code == 0, again.output
     assert json.loads(again.stdout)["indexes"][0]["documents"]["acl_narrower"] == 0
+
+
+def test_a_catalog_without_index_entries_is_not_reported_as_level(tmp_path):
+    """Documents but no index entry (no index-entry source, or one that failed): nothing is reconciled,
+    which the command says and exits 1 for, instead of an empty table read as a clean index."""
+    env = {"RAGMON_DATABASE__URL": f"sqlite:///{tmp_path / 'ragmon.db'}",
+           "RAGMON_DEAD_LETTER__PATH": str(tmp_path / "dead.jsonl")}
+    runner = CliRunner()
+    replay(runner, env, tmp_path, {"type": "document", "doc_id": "memo", "tenant": "acme", "version": "v1",
+                                   "modified_at": time.time() - 600, "acl": ["group:board"]})
+    listed = runner.invoke(main, ["catalog", "reconcile"], env=env)
+    assert listed.exit_code == 1
+    assert "no index entries in the catalog: nothing was reconciled" in " ".join(listed.output.split())
