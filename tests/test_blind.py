@@ -85,7 +85,9 @@ def test_the_same_traces_show_the_index_blind_without_a_catalog_and_healthy_with
         blind_page, seeing_page = httpx.get(f"{blind.url}/").text, httpx.get(f"{seeing.url}/").text
         assert blind_page.count("(blind: 0% judged)") == 2  # beside the leak and the stale count
         assert "unknown: no index event" in blind_page  # the catalog table lists the index it never heard of
+        assert "no index entries in the catalog: nothing is reconciled" in blind_page  # not an empty table
         assert "blind" not in seeing_page and "(100% judged)" in seeing_page
+        assert "nothing is reconciled" not in seeing_page
 
         blind_findings = httpx.get(f"{blind.url}/api/v1/findings", params={"signal": "not_judged", "limit": 100})
         assert {f["trace_id"] for f in blind_findings.json()["findings"]} == {e["trace_id"] for e in sent}

@@ -333,6 +333,10 @@ class StatusPage:
                  for f in findings[:LATEST_FINDINGS]]
         headers = ("tenant", "index", "entries", "stale (oldest h)", "deleted (oldest h)",
                    "revocations pending (oldest h)", "ACL wider (oldest h)", "not judged")
+        if not rows:  # nothing held is nothing judged: never an empty table that reads as level
+            return ("<h2>reconciliation: what the indexes serve against their sources</h2>"
+                    '<p class="bad">no index entries in the catalog: nothing is reconciled (configure a source '
+                    "of index entries, docs/catalog.md, or send index events)</p>")
         return ("<h2>reconciliation: what the indexes serve against their sources</h2>"
                 + _table(headers, cells, numeric=(2, 3, 4, 5, 6))
                 + _part(len(cells), len(rows), "; all of them: ragmon catalog reconcile")
