@@ -58,15 +58,21 @@ def whole_match(text: str, m: re.Match[str]) -> tuple[int, int] | None:
     return m.span()
 
 
-def replace_all(text: str, pattern: re.Pattern[str], check: Check, placeholder: str) -> str:
+def replace_all(text: str, pattern: re.Pattern[str], check: Check, placeholder: str,
+                first: re.Match[str] | None = None) -> str:
+    """``text`` with every candidate of ``pattern`` that ``check`` accepts replaced by
+    ``placeholder``. ``first``: the pattern's first match in ``text``, when the caller searched
+    already."""
     # Each replacement goes into the text before the search goes on, so that what follows sees its
     # neighbour as the placeholder (as a second pass would): "555-123-4567 555-987-6543" is two phones.
     at = 0
-    while (m := pattern.search(text, at)) is not None:
+    m = first if first is not None else pattern.search(text)
+    while m is not None:
         span = check(text, m)
         if span is None:
             at = max(m.end(), m.start() + 1)
-            continue
-        text = text[: span[0]] + placeholder + text[span[1] :]
-        at = span[0] + len(placeholder)
+        else:
+            text = text[: span[0]] + placeholder + text[span[1] :]
+            at = span[0] + len(placeholder)
+        m = pattern.search(text, at)
     return text
