@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -107,14 +106,19 @@ class ServedDocuments:
         if event.context is not None:
             for passage in event.context:
                 passages[passage.id] = passage
-        served = Counter((p.doc_id or p.id, p.doc_version or "", p.doc_id is None) for p in passages.values())
+        served: dict[tuple[str, str, bool], int] = {}
+        for p in passages.values():
+            document = (p.doc_id or p.id, p.doc_version or "", p.doc_id is None)
+            served[document] = served.get(document, 0) + 1
         when = observation.received_at
+        index, tenant = event.index.name, event.tenant
+        too_long = len(index) > MAX_ID or len(tenant) > MAX_ID
         with self._lock:
             for (doc_id, version, id_only), n in served.items():
-                key = (event.index.name, event.tenant, doc_id, version, id_only)
-                if max(len(event.index.name), len(event.tenant), len(doc_id), len(version)) > MAX_ID:
+                if too_long or len(doc_id) > MAX_ID or len(version) > MAX_ID:
                     self._on_dropped()
                     continue
+                key = (index, tenant, doc_id, version, id_only)
                 counted = self._pending.get(key)
                 if counted is None:
                     if len(self._pending) >= MAX_PENDING:
