@@ -49,26 +49,26 @@ def flag_passages(trace: TraceEvent, judge: Callable[[Passage], bool | None],
     lists = [r.passages for r in trace.retrievals]
     if trace.context is not None:
         lists.append(context)
-    result = Flagged()
-    verdicts = result.verdicts
+    verdicts: dict[str, bool | None] = {}
     unknown: dict[str, list[Passage]] = {}  # the copies of passages no copy of which could be judged so far
     flagged = False
     for passages in lists:
         for passage in passages:
             verdict = judge(passage)
+            pid = passage.id
             if verdict:
-                verdicts[passage.id] = flagged = True
+                verdicts[pid] = flagged = True
             elif verdict is False:
-                if not verdicts.get(passage.id):
-                    verdicts[passage.id] = False
+                if not verdicts.get(pid):
+                    verdicts[pid] = False
             else:
-                if passage.id not in verdicts:
-                    verdicts[passage.id] = None
-                if unjudged is not None and verdicts[passage.id] is None:
-                    unknown.setdefault(passage.id, []).append(passage)
-    if unjudged is not None:
-        result.coverage = _coverage(trace, context, verdicts, unknown, unjudged, document_of,
-                                    stages if stages is not None else stage_ids(trace))
+                if pid not in verdicts:
+                    verdicts[pid] = None
+                if unjudged is not None and verdicts[pid] is None:
+                    unknown.setdefault(pid, []).append(passage)
+    # the coverage made once, not a default one made and replaced (this runs twice for every trace)
+    result = Flagged(verdicts=verdicts, coverage=Coverage() if unjudged is None else _coverage(
+        trace, context, verdicts, unknown, unjudged, document_of, stages if stages is not None else stage_ids(trace)))
     if not flagged:  # almost every trace: no counts, no documents to name
         return result
     result.flagged = frozenset(pid for pid, verdict in verdicts.items() if verdict)
