@@ -385,8 +385,12 @@ class Runtime:
 # default is 700. Objects that live a fraction of a second (the spans an OTLP trace is assembled
 # from, a batch's events and observations) outlived the young collections at that pace and were
 # scanned and promoted again and again: `ragmon serve` spent about a fifth of its CPU on OTLP
-# traffic collecting them (docs/performance.md).
-YOUNG_COLLECTION_THRESHOLD = 50_000
+# traffic collecting them. At 50,000, deliveries of 500 OTLP traces still met about one young
+# collection each, which scanned the objects of the batch in flight (7% of the CPU of
+# `python -m bench.otlp_cpu`); at 200,000 they meet almost none. The cycles a collection frees
+# (few: most objects go by reference counting) wait longer: 2 MB more at peak there
+# (docs/performance.md).
+YOUNG_COLLECTION_THRESHOLD = 200_000
 
 
 def settle_start_up_objects() -> None:
