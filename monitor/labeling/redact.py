@@ -40,6 +40,7 @@ SHOWN_HEX_CHARS = 16  # 64 bits: two private ids of one deployment do not share 
 SHOWN_TEXT_CHARS = 64  # of a private id's redacted text, shown before its keyed hash
 _MAX_PASSES = 4  # redact() repeats until nothing changes (see Redactor.redact)
 _SHORT, _SHORT_CACHE_ENTRIES = 80, 16384  # at most about 3 MB of remembered strings
+_CALLER_CACHE_ENTRIES = 4096  # caller ids and their pseudonyms: about 1 MB at most, ids of up to 256 characters
 
 
 class RedactionPattern(ConfigSection):
@@ -142,6 +143,9 @@ class Redactor:
         self._people = _unpacked(r for r in people.RULES if r.detector not in off)
         # Ids, versions and model names recur from trace to trace: short strings are remembered.
         self._redact_short = functools.lru_cache(maxsize=_SHORT_CACHE_ENTRIES)(self._redact)
+        # So do callers, and the users named by documents' ACLs: a trace's findings, its sample and
+        # its chat turn each name its caller, an HMAC apiece (the keys never change in a Redactor)
+        self._caller_pseudonym = functools.lru_cache(maxsize=_CALLER_CACHE_ENTRIES)(self._hmac_caller)
 
     def redact(self, text: str) -> str:
         """``text`` with every detected secret and piece of personal data replaced by its typed
@@ -200,6 +204,9 @@ class Redactor:
         HMAC-SHA256(caller_key, caller_id). Same key, same id: same pseudonym."""
         if not self._key:
             raise ValueError(_NO_KEY)
+        return self._caller_pseudonym(caller_id)
+
+    def _hmac_caller(self, caller_id: str) -> str:
         return PSEUDONYM_PREFIX + self._ring.digest(caller_id.encode())[:PSEUDONYM_HEX_CHARS]
 
     def caller_candidates(self, caller_id: str) -> tuple[str, ...]:
