@@ -64,6 +64,8 @@ DB_SEARCH_QUERY_ID = "db.search.query.id"  # which query vector of the search th
 #: (no result event). Other stores' spans count only with results: a scalar query of a database
 #: can report ``db.query.result`` events too (rows, not ranked results).
 VECTOR_SEARCHES = {("chroma", "query"), ("milvus", "search"), ("milvus", "hybrid_search")}
+#: The same, by span name, for instrumentations that set no ``db.operation`` (Pinecone's)
+VECTOR_SEARCH_SPANS = {"pinecone.query"}
 
 # --- ragmon ------------------------------------------------------------------------------------
 CONTEXT_DOCUMENT_IDS = "ragmon.context.document_ids"  # the ids of the passages the model saw, in order

@@ -3,7 +3,8 @@ kin): a span per store call with ``db.system`` (or ``db.system.name``) and ``db.
 span event per result:
 
 - ``db.query.result`` with ``db.query.result.{id,score,distance,document,metadata}`` (Chroma, Marqo,
-  Pinecone);
+  Pinecone). Pinecone's metadata is Python's ``repr`` of a dict (``str(metadata)``; ``None`` without
+  any), read as Milvus's entities are, its ``text`` field the passage text;
 - ``db.search.result`` with ``db.search.result.{id,score,distance,entity}`` and
   ``db.search.query.id`` (Milvus). The entity is the search's output fields written as Python's
   ``repr`` of a dict, not JSON: it is read as a Python literal (bounded in size, never evaluated),
@@ -11,7 +12,8 @@ span event per result:
 
 A distance is not a score (lower is better, on the scale of the store's metric; Milvus calls a
 cosine similarity a distance too, and its search span does not say which metric): only a reported
-score is kept."""
+score is kept. Pinecone's "score" is a similarity for a cosine or dotproduct index but the squared
+Euclidean distance for a euclidean one, and its span does not say which: it is not kept either."""
 
 from __future__ import annotations
 
@@ -36,9 +38,12 @@ class VectorStores(Dialect):
         system = next((a[key] for key in sc.DB_SYSTEMS if a.get(key)), None)
         if system is None:
             return None, []
-        documents = result_documents(span.events, problems) or search_result_documents(span.events, problems)
+        store = _store(span)
+        documents = (result_documents(span.events, problems, python_repr_metadata=store in REPR_METADATA)
+                     or search_result_documents(span.events, problems))
         operation = next((a[key] for key in sc.DB_OPERATIONS if a.get(key)), None)
-        if documents or (str(system).lower(), str(operation).lower()) in sc.VECTOR_SEARCHES:
+        if documents or (str(system).lower(), str(operation).lower()) in sc.VECTOR_SEARCHES \
+                or span.name in sc.VECTOR_SEARCH_SPANS:
             return "retriever", documents
         return None, []
 
@@ -59,6 +64,8 @@ NO_RESULTS = {
                "only)",
     "qdrant": "results: opentelemetry-instrumentation-qdrant records none (its spans carry the collection and "
               "db.vector.query.top_k only)",
+    "weaviate": "results: opentelemetry-instrumentation-weaviate records none (its db.weaviate.* spans carry "
+                "db.system, db.operation and some of the call's arguments, never what it returned)",
 }
 NO_RESULTS_WORKAROUND = (f"wrap the search in a span of {sc.GENAI_OPERATION} retrieval listing what it returned in "
                          f"{sc.GENAI_DOCUMENTS}")
@@ -73,19 +80,39 @@ def _store(span: Any) -> str | None:
     return str(system).lower() if system is not None else None
 
 
-def result_documents(span_events: Iterable[Any], problems: Problems) -> list[RawDocument]:
+#: The stores whose instrumentation writes a result's metadata as Python's ``repr`` of a dict, and
+#: whose score may be a distance (see the module's docstring)
+REPR_METADATA = frozenset({"pinecone"})
+
+
+def result_documents(span_events: Iterable[Any], problems: Problems,
+                     python_repr_metadata: bool = False) -> list[RawDocument]:
     """The results reported as ``db.query.result`` span events with ``db.query.result.*``
-    attributes (a scalar query's rows, without them, are not results)."""
-    return [make_document(e.attributes.get(sc.DB_RESULT + "id"), e.attributes.get(sc.DB_RESULT + "score"),
-                          e.attributes.get(sc.DB_RESULT + "document"), e.attributes.get(sc.DB_RESULT + "metadata"),
-                          sc.DB_RESULT_EVENT, problems, metadata_attribute="db.query.result.metadata")
-            for e in span_events
-            if e.name == sc.DB_RESULT_EVENT and any(k.startswith(sc.DB_RESULT) for k in e.attributes)]
+    attributes (a scalar query's rows, without them, are not results). With
+    ``python_repr_metadata`` (Pinecone), the metadata is a dict's repr, its ``text`` the passage
+    text when the event has no document, and the score is not kept; the result's vector
+    (``db.query.result.vector``) is never read."""
+    documents: list[RawDocument] = []
+    for event in span_events:
+        a = event.attributes
+        if event.name != sc.DB_RESULT_EVENT or not any(k.startswith(sc.DB_RESULT) for k in a):
+            continue
+        score, text, metadata = a.get(sc.DB_RESULT + "score"), a.get(sc.DB_RESULT + "document"), \
+            a.get(sc.DB_RESULT + "metadata")
+        if python_repr_metadata:
+            where = f"{sc.DB_RESULT_EVENT}.{len(documents)}"
+            metadata = _entity(None if metadata == "None" else metadata, where, problems,
+                               attribute="db.query.result.metadata", field="metadata", of="metadata fields")
+            text = text if text is not None else metadata.pop(_TEXT_FIELD, None)
+            score = None
+        documents.append(make_document(a.get(sc.DB_RESULT + "id"), score, text, metadata, sc.DB_RESULT_EVENT,
+                                       problems, metadata_attribute="db.query.result.metadata"))
+    return documents
 
 
 #: The largest entity text read as a Python literal: a passage's output fields, not a document.
 MAX_ENTITY_CHARS = 65_536
-_TEXT_FIELD = "text"  # the output field LangChain's and LlamaIndex's Milvus stores keep the chunk in
+_TEXT_FIELD = "text"  # the field LangChain's and LlamaIndex's Milvus and Pinecone stores keep the chunk in
 
 
 def search_result_documents(span_events: Iterable[Any], problems: Problems) -> list[RawDocument]:
@@ -112,8 +139,10 @@ def search_result_documents(span_events: Iterable[Any], problems: Problems) -> l
     return documents
 
 
-def _entity(value: Any, where: str, problems: Problems) -> dict[str, Any]:
-    """A result's output fields: a dict, or the text of one (Python's repr, or JSON); {} when absent."""
+def _entity(value: Any, where: str, problems: Problems, attribute: str = "db.search.result.entity",
+            field: str = "entity", of: str = "output fields") -> dict[str, Any]:
+    """A result's output fields (or metadata): a dict, or the text of one (Python's repr, or JSON);
+    {} when absent. A problem names ``attribute``, and the value as ``where.field``."""
     if value is None or isinstance(value, dict):
         return dict(value or {})
     parsed: Any = None
@@ -125,7 +154,7 @@ def _entity(value: Any, where: str, problems: Problems) -> dict[str, Any]:
             except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
                 parsed = None
     if not isinstance(parsed, dict):
-        problems.append(("db.search.result.entity", f"`{where}.entity` is not a dict of output fields"
+        problems.append((attribute, f"`{where}.{field}` is not a dict of {of}"
                          + ("" if isinstance(value, str) and len(value) <= MAX_ENTITY_CHARS
                             else f" of at most {MAX_ENTITY_CHARS} characters")))
         return {}

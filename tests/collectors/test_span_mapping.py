@@ -300,6 +300,35 @@ def test_a_milvus_entity_that_is_no_small_literal_dict_is_named_and_never_evalua
     assert mapped(search).event["retrievals"] == [{"retriever": "milvus", "passages": [{"id": "p"}]}]
 
 
+def test_pinecone_query_results_with_their_metadata_written_as_python_reprs_and_no_score():
+    """opentelemetry-instrumentation-pinecone 0.60: a ``pinecone.query`` span (``db.system`` Pinecone,
+    no ``db.operation``) with a ``db.query.result`` event per match: its metadata as ``str(dict)``
+    (``'None'`` without any), its score (a similarity, or for a euclidean index a squared distance)
+    and its vector, which is never read."""
+    root = span(1, None, "rag", 0, 50, openinference__span__kind="CHAIN", input__value="q", output__value="a")
+    query = span(2, 1, "pinecone.query", 1, 10, db__system="Pinecone", pinecone__query__top_k=3)
+    query.events = [
+        SpanEvent("db.query.result", 0, {"db.query.result.id": "pay#0", "db.query.result.score": 0.91,
+                                         "db.query.result.metadata": "{'text': 'Pay day', 'doc_id': 'pay', "
+                                                                     "'acl': ['group:hr'], 'doc_version': '3'}",
+                                         "db.query.result.vector": [0.25, 0.5]}),
+        SpanEvent("db.query.result", 0, {"db.query.result.id": "bare", "db.query.result.score": 0.5,
+                                         "db.query.result.metadata": "None"}),
+        SpanEvent("db.query.result", 0, {"db.query.result.id": "odd", "db.query.result.metadata": "[1, 2]"})]
+    read = Dialects().read(query)
+    assert read.problems == [("db.query.result.metadata",
+                              "`db.query.result.2.metadata` is not a dict of metadata fields")]
+    event = mapped(root, query).event
+    assert event["retrievals"] == [{"retriever": "pinecone", "passages": [
+        {"id": "pay#0", "doc_id": "pay", "doc_version": "3", "text": "Pay day", "acl": ["group:hr"]},
+        {"id": "bare"}, {"id": "odd"}]}]
+    assert "0.25" not in json.dumps(event)  # the match's vector
+    empty = span(2, 1, "pinecone.query", 1, 10, db__system="Pinecone")
+    assert mapped(root, empty).event["retrievals"] == [{"retriever": "pinecone", "passages": []}]
+    upsert = span(2, 1, "pinecone.upsert", 1, 10, db__system="Pinecone")
+    assert mapped(root, upsert).event is None
+
+
 def test_copies_of_a_passage_complete_each_others_fields():
     found = retriever(1, None, "retrieve", 0, 10, {"id": "d", "metadata": '{"doc_id": "pay", "acl": ["group:p"]}'})
     rank = span(2, None, "LostInTheMiddleRanker.run", 11, 20, openinference__span__kind="RERANKER",

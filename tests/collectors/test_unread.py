@@ -13,6 +13,7 @@ import pytest
 from pydantic import SecretStr
 
 from ragmon.collectors.otlp_wire import Span, SpanEvent
+from ragmon.collectors.span_mapping import SpanMapper
 from ragmon.collectors.unread.closest import CALLER, CONTEXT, RETRIEVAL, RegistryDialects
 from ragmon.collectors.unread.digest import MAX_BYTES, MAX_GROUPS, MAX_KEYS, MAX_SCOPES, MAX_TRACKED_GROUPS, digest
 from ragmon.collectors.unread.names import MAX_NAME_CHARS, UNNAMED, ShownNames
@@ -177,7 +178,7 @@ def test_the_closest_dialect_and_what_it_lacked():
 
 
 def test_a_vector_store_whose_instrumentation_records_no_results_is_said_so():
-    """OpenLLMetry's LanceDB and Qdrant instrumentations never put a search's results on their spans: the
+    """OpenLLMetry's LanceDB, Qdrant and Weaviate instrumentations never put a search's results on their spans: the
     explanation names that (and the way round it) rather than the result events a search did not have."""
     dialects = RegistryDialects()
     search = span("lancedb.search", "opentelemetry.instrumentation.lancedb",
@@ -196,6 +197,19 @@ def test_a_vector_store_whose_instrumentation_records_no_results_is_said_so():
                                     attributes={"qdrant.query_points.collection_name": VALUE})], RETRIEVAL)
     assert qdrant.dialect == "vector_store" and qdrant.lacked.startswith(
         "results: opentelemetry-instrumentation-qdrant records none")
+    # opentelemetry-instrumentation-weaviate 0.62.4: db.system and db.operation (and some arguments) only
+    weaviate = dialects.closest([span("db.weaviate.collections.query.get", "opentelemetry.instrumentation.weaviate",
+                                      attributes={"db.system": "weaviate", "db.operation": "get"}),
+                                 span("db.weaviate.collections.query.fetch_objects",
+                                      "opentelemetry.instrumentation.weaviate",
+                                      attributes={"db.system": "weaviate", "db.operation": "fetch_objects",
+                                                  "db.weaviate.collections.query.fetch_objects.filters": VALUE})],
+                                RETRIEVAL)
+    assert weaviate.dialect == "vector_store" and weaviate.lacked == (
+        "results: opentelemetry-instrumentation-weaviate records none (its db.weaviate.* spans carry db.system, "
+        "db.operation and some of the call's arguments, never what it returned); wrap the search in a span of "
+        "gen_ai.operation.name retrieval listing what it returned in gen_ai.retrieval.documents")
+    assert VALUE not in weaviate.lacked
     both = dialects.closest([search, span("qdrant.search", "opentelemetry.instrumentation.qdrant")], RETRIEVAL)
     assert both.lacked.count("records none") == 2 and both.lacked.count("wrap the search") == 1
     assert VALUE not in closest.lacked + qdrant.lacked
@@ -251,6 +265,26 @@ def test_the_watch_counts_every_trace_by_scope_and_keeps_one_row_per_gap(caplog)
         "see the tenant only",
         "OTLP traces of instrumentation scope openinference.x are read without a context: nothing reached the model "
         "that ragmon could judge"]
+
+
+def test_a_weaviate_search_is_no_retrieval_and_is_counted_and_explained():
+    """opentelemetry-instrumentation-weaviate 0.62.4 wraps Weaviate's query calls in spans of
+    ``db.system`` weaviate and ``db.operation`` alone (some calls add their arguments): nothing
+    they found. The trace maps to no event, and the watch counts it under its scope and keeps
+    one row saying the instrumentation records no results."""
+    scope = "opentelemetry.instrumentation.weaviate"
+    searches = [[span("db.weaviate.collections.query.get", scope, trace=trace, resource={"ragmon.tenant": "acme"},
+                      attributes={"db.system": "weaviate", "db.operation": "get"})] for trace in (TRACE, "1" * 32)]
+    assert all(SpanMapper(None).map(spans).event is None for spans in searches)
+    report, kept = Report(), []
+    watch = UnreadWatch(REDACTOR.shown_id, report, kept.extend, monotonic=Clock())
+    for spans in searches:
+        watch.observe(spans, None)
+    watch.flush()
+    assert report.traces == {(scope, False, ("retrieval",)): 2} and report.digests == {STORED: 1, REPEATED: 1}
+    [row] = kept
+    assert (row["trace_id"], row["scope"], row["dialect"]) == (TRACE, scope, "vector_store")
+    assert row["lacked"].startswith("results: opentelemetry-instrumentation-weaviate records none")
 
 
 def test_a_trace_naming_no_tenant_is_kept_with_none_and_a_private_tenant_by_its_shown_id():
