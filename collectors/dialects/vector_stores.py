@@ -12,8 +12,9 @@ span event per result:
 
 A distance is not a score (lower is better, on the scale of the store's metric; Milvus calls a
 cosine similarity a distance too, and its search span does not say which metric): only a reported
-score is kept. Pinecone's "score" is a similarity for a cosine or dotproduct index but the squared
-Euclidean distance for a euclidean one, and its span does not say which: it is not kept either."""
+score is kept. Pinecone's "score" is a similarity for a cosine or dotproduct index but a Euclidean
+distance (lower is more similar) for a euclidean one, and its span does not say which: it is not
+kept either."""
 
 from __future__ import annotations
 

@@ -303,7 +303,7 @@ def test_a_milvus_entity_that_is_no_small_literal_dict_is_named_and_never_evalua
 def test_pinecone_query_results_with_their_metadata_written_as_python_reprs_and_no_score():
     """opentelemetry-instrumentation-pinecone 0.60: a ``pinecone.query`` span (``db.system`` Pinecone,
     no ``db.operation``) with a ``db.query.result`` event per match: its metadata as ``str(dict)``
-    (``'None'`` without any), its score (a similarity, or for a euclidean index a squared distance)
+    (``'None'`` without any), its score (a similarity, or for a euclidean index a distance)
     and its vector, which is never read."""
     root = span(1, None, "rag", 0, 50, openinference__span__kind="CHAIN", input__value="q", output__value="a")
     query = span(2, 1, "pinecone.query", 1, 10, db__system="Pinecone", pinecone__query__top_k=3)
