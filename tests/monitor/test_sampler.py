@@ -197,6 +197,21 @@ def test_the_weekly_total_cap_bounds_the_samples_the_pipeline_stores(tmp_path):
     runtime.close()
 
 
+def test_events_that_sample_nothing_are_no_error_of_the_samples_sink(tmp_path):
+    # the catalog's events and a trace no stratum draws carry no sampling decision: the samples
+    # sink passes over them (a failing sink is counted, logged and alerted on: RagmonSinkErrors)
+    runtime = runtime_for(tmp_path, RAGMON_SAMPLING__RATES__RANDOM="0")
+    simulator = Simulator(seed=5, start=time.time() - 3600, rate=2.0)
+    feed(runtime, [*list(simulator.catalog())[:3],
+                   {"type": "trace", "trace_id": "t-quiet", "time": time.time() - 60, "tenant": "acme",
+                    "query": "Where is the leave form?", "index": {"name": "policies"},
+                    "answer": {"text": "In the portal.", "citations": []}, "context": [{"id": "p1"}]}])
+    assert metric_sum(runtime.registry, "ragmon_events_total") == 4
+    assert SampleStore(runtime.engine).find() == []
+    assert metric_sum(runtime.registry, "ragmon_sink_errors_total") == 0
+    runtime.close()
+
+
 def test_a_samples_week_starts_on_monday_in_the_configured_time_zone(tmp_path):
     runtime = runtime_for(tmp_path, RAGMON_SAMPLING__RATES__RANDOM="1.0",
                           RAGMON_SAMPLING__TIME_ZONE="Pacific/Auckland")
