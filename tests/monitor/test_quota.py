@@ -4,6 +4,7 @@ order in which its traces arrive, nor on how they are split into batches."""
 
 from __future__ import annotations
 
+import hashlib
 import random
 import threading
 import uuid
@@ -70,6 +71,14 @@ def test_a_leak_is_never_a_near_duplicate():
     assert [(s, r.value) for s, r in outcome.refused] == [("random", "near_duplicate")]
     state.offer("t3", "fp", 0.05, {"random"}, caps(10))
     assert state.strata == {"t2": {"permission_violation"}, "t3": {"random"}}
+
+
+def test_a_traces_rank_is_the_documented_hash_which_stored_ranks_were_made_with():
+    # hash(salt, "rank", trace_id) (docs/sampling.md): ranks are stored with the samples and claims,
+    # so a replica of another version (a rolling upgrade) must rank a newcomer on the same scale; and
+    # the domain keeps the rank apart from the strata's draws, hash(salt, stratum, trace_id)
+    digest = hashlib.blake2b(b"ragmon\x00rank\x009f1c2e", digest_size=8).digest()
+    assert rank_of("ragmon", "9f1c2e") == (int.from_bytes(digest, "big") >> 11) / (1 << 53)
 
 
 def test_a_trace_is_not_its_own_duplicate_and_a_replay_changes_nothing():
