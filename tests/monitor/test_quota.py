@@ -81,6 +81,31 @@ def test_a_traces_rank_is_the_documented_hash_which_stored_ranks_were_made_with(
     assert rank_of("ragmon", "9f1c2e") == (int.from_bytes(digest, "big") >> 11) / (1 << 53)
 
 
+def test_leaks_are_held_under_their_own_stratums_cap():
+    state = WeekState()
+    cap = caps(10, permission_violation=1)
+    assert state.offer("t1", "fp-1", 0.5, {"permission_violation"}, cap).admitted == {"permission_violation"}
+    refused = state.offer("t2", "fp-2", 0.7, {"permission_violation"}, cap)
+    assert [(s, r.value) for s, r in refused.refused] == [("permission_violation", "weekly_cap")]
+    lower = state.offer("t3", "fp-3", 0.2, {"permission_violation"}, cap)
+    assert [(t, r.value) for t, _, r in lower.displaced] == [("t1", "weekly_cap")]
+    assert state.strata == {"t3": {"permission_violation"}}
+
+
+def test_a_conversation_holds_one_place_whatever_its_turns_ask():
+    # the conversation stratum's claim is held under the conversation's key, not the question's
+    state = WeekState()
+    keys = {"conversation": "chat-1"}
+    assert state.offer("t1", "fp-payroll", 0.5, {"conversation", "random"}, caps(10), keys).admitted == {
+        "conversation", "random"}
+    second = state.offer("t2", "fp-bonus", 0.3, {"conversation", "random"}, caps(10), keys)
+    assert second.admitted == {"conversation", "random"}
+    assert [(t, s, r.value) for t, s, r in second.displaced] == [("t1", "conversation", "near_duplicate")]
+    assert state.strata == {"t1": {"random"}, "t2": {"conversation", "random"}}
+    assert state.offer("t3", "fp-other", 0.1, {"conversation"}, caps(10), {"conversation": "chat-2"}).admitted == {
+        "conversation"}
+
+
 def test_a_trace_is_not_its_own_duplicate_and_a_replay_changes_nothing():
     state = WeekState()
     assert state.offer("t1", "fp", 0.5, {"random"}, caps(1)).admitted == {"random"}
