@@ -383,6 +383,32 @@ def test_the_outermost_level_decides_and_an_inner_level_of_the_same_retriever_on
     assert event["query"] == "q" and event["retrievals"][0]["passages"][0]["score"] == 0.9
 
 
+def test_an_inner_level_of_the_same_retriever_lends_to_the_documents_it_shares_and_to_no_other():
+    # LlamaIndex: retrieve (what the caller got) -> _retrieve (the store's top k, more documents):
+    # a shared document (by id, else by content) takes what it lacks and keeps what it has; one whose
+    # id differs from its namesake by content, or that the inner level lacks, takes nothing; the
+    # inner level's extra document is in no list
+    outer = retriever(1, None, "BM25Retriever.retrieve", 0, 10, {"content": "payroll", "score": 0.9},
+                      {"id": "bonus#0", "content": "bonus"}, {"id": "leave#0"}, {"id": "solo#0", "content": "solo"},
+                      {"id": "rules#0", "content": "the rules as cited",
+                       "metadata": '{"file_path": "rules-2026.md", "acl": ["group:staff"]}'})
+    inner = retriever(2, 1, "BM25Retriever._retrieve", 1, 9,
+                      {"id": "pay#0", "content": "payroll", "score": 0.4,
+                       "metadata": '{"doc_id": "pay", "acl": ["group:payroll"]}'},
+                      {"id": "leave#0", "content": "leave", "score": 0.7, "metadata": '{"file_path": "leave.md"}'},
+                      {"id": "rules#0", "content": "rules", "score": 0.2,
+                       "metadata": '{"file_path": "rules-2025.md", "acl": ["*"]}'},
+                      {"id": "bonus#9", "content": "bonus", "score": 0.3, "metadata": '{"doc_id": "bonus"}'},
+                      {"id": "extra#0", "content": "extra", "score": 0.1})
+    event = mapped(outer, inner).event
+    assert event["retrievals"] == [{"retriever": "BM25Retriever", "passages": [
+        {"id": "pay#0", "score": 0.9, "text": "payroll", "doc_id": "pay", "acl": ["group:payroll"]},
+        {"id": "bonus#0", "text": "bonus"},
+        {"id": "leave#0", "score": 0.7, "text": "leave", "doc_id": "leave.md"},
+        {"id": "solo#0", "text": "solo"},
+        {"id": "rules#0", "score": 0.2, "text": "the rules as cited", "acl": ["group:staff"],
+         "doc_id": "rules-2026.md"}]}]
+
 def test_an_outer_level_that_says_it_found_nothing_is_an_empty_context_beside_its_sources():
     root = span(1, None, "answer", 0, 50, user__id="u")
     said = span(2, 1, "retrieval kb", 1, 40, gen_ai__operation__name="retrieval", gen_ai__retrieval__documents=[])
