@@ -236,6 +236,15 @@ def test_a_parent_cycle_does_not_hang_the_mapping():
     assert mapped(a, b).event is not None
 
 
+
+def test_levels_nest_through_spans_of_other_kinds_and_a_cycle_of_those_ends():
+    outer = retriever(1, None, "Retrieve.forward", 0, 10, {"content": "alpha"})
+    between = span(2, 1, "embed query", 1, 9)
+    inner = retriever(3, 2, "ColBERTv2.__call__", 2, 8, {"id": 7, "content": "alpha"})
+    assert ids(mapped(outer, between, inner).event) == [["7"]]
+    x, y = span(4, 5, "x", 0, 10), span(5, 4, "y", 0, 10)
+    assert ids(mapped(x, y, retriever(6, 4, "Store.search", 1, 9, {"id": "z"})).event) == [["z"]]
+
 @pytest.mark.parametrize(("attributes", "expected"), [
     ({"metadata": "{not json"}, ["metadata"]),
     ({"retrieval.documents.0.document.metadata": "[1]"}, ["document.metadata"]),
