@@ -74,6 +74,23 @@ def test_levels_with_the_same_documents_merge_and_the_best_identified_wins():
     assert not result.derived  # counted once, and by the ids the inner level had
 
 
+
+def test_merged_levels_keep_the_best_identified_levels_values_and_take_the_others_where_it_has_none():
+    def passages(outer_documents, inner_documents):
+        outer = retriever(1, None, "Retrieve.forward", 0, 10, *outer_documents)
+        inner = retriever(2, 1, "ColBERTv2.__call__", 1, 9, *inner_documents)
+        return [r["passages"] for r in mapped(outer, inner).event["retrievals"]]
+
+    # the inner level is the better identified (id and metadata)
+    assert passages([{"id": 7, "content": "alpha", "score": 1.0}],
+                    [{"id": 7, "score": 0.9, "metadata": '{"file_path": "a.md"}'}]) == [
+        [{"id": "7", "score": 0.9, "text": "alpha", "doc_id": "a.md"}]]
+    # the outer level is
+    assert passages([{"id": 7, "score": 1.0, "metadata": '{"file_path": "a.md"}'},
+                     {"id": 8, "metadata": '{"file_path": "b.md"}'}],
+                    [{"id": 7, "content": "alpha", "score": 0.9}, {"id": 8, "score": 0.5}]) == [
+        [{"id": "7", "score": 1.0, "text": "alpha", "doc_id": "a.md"}, {"id": "8", "score": 0.5, "doc_id": "b.md"}]]
+
 def test_nested_levels_merge_only_when_every_document_agrees_on_what_both_tell():
     def lists(outer_documents, inner_documents):
         outer = retriever(1, None, "Rewriter.retrieve", 0, 10, *outer_documents)
