@@ -120,6 +120,17 @@ def test_a_fusion_retriever_and_its_sources_stay_three_lists_in_order_of_complet
     assert [p["id"] for p in context_of(event)] == ["b", "a", "c"]
 
 
+
+def test_a_source_after_an_empty_one_is_still_a_list_and_a_retrieval_that_found_nothing_is_named_innermost():
+    fused = retriever(1, None, "EnsembleRetriever", 0, 30, {"id": "b"})
+    empty = retriever(2, 1, "BM25Retriever", 1, 10)
+    vector = retriever(3, 1, "VectorRetriever", 11, 20, {"id": "b"}, {"id": "c"})
+    assert ids(mapped(fused, empty, vector).event) == [["b", "c"], ["b"]]
+    # DSPy's Retrieve around ColBERTv2, neither finding anything: named by the inner one, as when they do
+    outer = retriever(1, None, "Retrieve.forward", 0, 10)
+    inner = retriever(2, 1, "ColBERTv2.__call__", 1, 9)
+    assert mapped(outer, inner).event["retrievals"] == [{"retriever": "ColBERTv2", "passages": []}]
+
 def test_a_retrieval_that_found_nothing_is_an_empty_list_and_an_empty_context():
     event = mapped(retriever(1, None, "BM25Retriever.retrieve", 0, 10)).event
     assert event["retrievals"] == [{"retriever": "BM25Retriever", "passages": []}] and context_of(event) == []
