@@ -474,6 +474,28 @@ def test_openllmetry_llamaindex_postprocessor_is_a_reranker_and_the_root_workflo
     assert event["retrievals"][0]["passages"][0] == {"id": "a#0", "score": 0.8, "text": "a", "doc_id": "a"}
 
 
+
+def test_a_postprocessor_that_kept_nothing_is_an_empty_context():
+    found = llamaindex(1, None, "VectorIndexRetriever.task", 1, 20, nodes(("a#0", "a", 0.8)),
+                       str_or_query_bundle={"query_str": "vacation?"})
+    cut = llamaindex(2, None, "SimilarityPostprocessor.task", 21, 30, "[]", nodes=["..."],
+                     query_bundle={"query_str": "vacation?"})
+    event = mapped(found, cut).event
+    assert ids(event) == [["a#0"], []] and context_of(event) == []
+
+
+def test_nested_rerankers_merged_are_still_the_context_before_a_later_search():
+    def reranker(span_id, parent, name, start, end, *documents):
+        return span(span_id, parent, name, start, end, openinference__span__kind="RERANKER",
+                    **{k.replace(".", "__"): v for k, v in docs("reranker.output_documents", *documents).items()})
+
+    found = retriever(1, None, "Store.search", 0, 10, {"id": "a"}, {"id": "b"})
+    outer = reranker(2, None, "Rerank.run", 11, 20, {"id": "a"})
+    inner = reranker(3, 2, "CohereRerank.postprocess", 12, 19, {"id": "a", "score": 0.9})
+    later = retriever(4, None, "Web.search", 21, 30, {"id": "z"})
+    event = mapped(found, outer, inner, later).event
+    assert ids(event) == [["a", "b"], ["a"], ["z"]] and context_of(event) == [{"id": "a", "score": 0.9}]
+
 def test_openllmetry_langchain_retriever_and_the_caller_in_association_properties():
     a = "traceloop__association__properties__"
     root = span(1, None, "RunnableSequence.workflow", 0, 100, traceloop__span__kind="workflow",
