@@ -99,6 +99,9 @@ def test_configured_patterns_get_their_own_placeholder_and_run_before_the_built_
                            {"name": "customer_email", "regex": r"[\w.]+@customers\.example"}])
     text = "EMP-004211 (badge 555-123-4567) asked; phone 555-987-6543, mail ann@customers.example, bo@x.org"
     assert r.redact(text) == "[EMPLOYEE_ID] ([BADGE]) asked; phone [PHONE], mail [CUSTOMER_EMAIL], [EMAIL]"
+    # what a configured pattern replaced keeps its placeholder where a secret's key word stands before it
+    assert r.redact("token=EMP-004211; pass: 'EMP-004212' https://ann:EMP-004213@db.example") == (
+        "token=[EMPLOYEE_ID]; pass: '[EMPLOYEE_ID]' https://ann:[EMPLOYEE_ID]@db.example")
 
 
 @pytest.mark.parametrize(
