@@ -8,7 +8,6 @@ from collections.abc import Callable
 from dataclasses import asdict
 
 import click
-from pydantic import SecretStr
 from rich.table import Table
 
 from ragmon.monitor.app.catalog_check import CheckReport, check_catalog
@@ -16,7 +15,7 @@ from ragmon.monitor.app.catalog_sync import SyncReport
 from ragmon.monitor.app.cli_context import existing_engine_of, settings_of
 from ragmon.monitor.app.cli_numbers import FINITE_FLOAT
 from ragmon.monitor.app.cli_output import FOUND, errors, output_option, shown, stdout
-from ragmon.monitor.config.settings import ConfigError, Settings
+from ragmon.monitor.config.settings import Settings
 
 CHANGE_KINDS = ("document", "tombstone", "index", "removal")
 
@@ -127,14 +126,9 @@ def check(ctx: click.Context, days: float | None, min_known: float, output: str)
 def _shown_ids(settings: Settings) -> Callable[[str], str]:
     """Ids as every surface shows them, keyed as ``serve`` keys them; one that needs a key this
     process lacks is shown as ``[hidden]``."""
-    from ragmon.monitor.app.wiring import caller_key
-    from ragmon.monitor.labeling.redact import Redactor
+    from ragmon.monitor.app.wiring import reading_redactor
 
-    try:
-        config = settings.redaction.model_copy(update={"caller_key": SecretStr(caller_key(settings))})
-    except ConfigError:
-        config = settings.redaction
-    redactor = Redactor(config, require_key=False)
+    redactor = reading_redactor(settings)
 
     def shown_id(value: str) -> str:
         try:

@@ -8,13 +8,11 @@ import time
 from dataclasses import asdict
 
 import click
-from pydantic import SecretStr
 from rich.table import Table
 
 from ragmon.monitor.app.cli_catalog import catalog
 from ragmon.monitor.app.cli_context import existing_engine_of, settings_of
 from ragmon.monitor.app.cli_output import FOUND, errors, output_option, shown, stdout
-from ragmon.monitor.config.settings import ConfigError
 from ragmon.monitor.core.reconcile import Drift, NotJudged
 
 
@@ -32,10 +30,9 @@ def reconcile_command(ctx: click.Context, tenant: str | None, index: str | None,
     holds no index entry to reconcile."""
     from ragmon.monitor.app.cli_catalog import _shown_ids
     from ragmon.monitor.app.reconcile_view import drift_findings, drift_rows
-    from ragmon.monitor.app.wiring import caller_key
+    from ragmon.monitor.app.wiring import reading_redactor
     from ragmon.monitor.core.catalog import Catalog
     from ragmon.monitor.core.reconcile import reconcile
-    from ragmon.monitor.labeling.redact import Redactor
     from ragmon.monitor.storage.catalog_store import load_catalog
 
     settings = settings_of(ctx)
@@ -47,11 +44,7 @@ def reconcile_command(ctx: click.Context, tenant: str | None, index: str | None,
         engine.dispose()
     result = reconcile(held.documents, held.indexed.values(), time.time())
     show = _shown_ids(settings)
-    try:  # user: principals as pseudonyms, keyed as `serve` keys them
-        redaction = settings.redaction.model_copy(update={"caller_key": SecretStr(caller_key(settings))})
-    except ConfigError:
-        redaction = settings.redaction
-    redactor = Redactor(redaction, require_key=False)
+    redactor = reading_redactor(settings)  # user: principals as pseudonyms, keyed as `serve` keys them
 
     def principal(value: str) -> str:
         try:

@@ -17,11 +17,9 @@ from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
-from pydantic import SecretStr
-
 from ragmon.collectors.unread.names import ShownNames
 from ragmon.monitor.app.status_page import StatusPage
-from ragmon.monitor.config.settings import ConfigError, Settings
+from ragmon.monitor.config.settings import Settings
 from ragmon.monitor.findings.query import QueryError, query_from
 from ragmon.monitor.findings.store import FindingQuery, FindingsStore, as_json
 from ragmon.monitor.labeling.redact import Redactor
@@ -70,13 +68,9 @@ def stored_ids_for(settings: Settings) -> StoredIds:
     """The look-up of a command that reads the database ``serve`` writes: keyed as ``serve`` is.
     Without a key (a shared database and no ``redaction.caller_key``), ids shown as they are are
     still found; one that needs the key is refused, naming the setting."""
-    from ragmon.monitor.app.wiring import caller_key
+    from ragmon.monitor.app.wiring import reading_redactor
 
-    try:
-        key = caller_key(settings)
-    except ConfigError:
-        return StoredIds(Redactor(settings.redaction, require_key=False))
-    return StoredIds(Redactor(settings.redaction.model_copy(update={"caller_key": SecretStr(key)}), require_key=False))
+    return StoredIds(reading_redactor(settings))
 
 
 def findings_page(store: FindingsStore, params: Mapping[str, str], now: float, ids: StoredIds, *,

@@ -83,6 +83,17 @@ def caller_key(settings: Settings) -> str:
     return path.read_text().strip()
 
 
+def reading_redactor(settings: Settings) -> Redactor:
+    """The redactor of a command that reads what ``serve`` stored: keyed as ``serve`` is, so that ids and
+    ``user:`` principals show as they do everywhere; without a key (a shared database and no
+    ``redaction.caller_key``) one that raises ValueError where a key is needed."""
+    try:
+        return Redactor(settings.redaction.model_copy(update={"caller_key": SecretStr(caller_key(settings))}),
+                        require_key=False)
+    except ConfigError:
+        return Redactor(settings.redaction, require_key=False)
+
+
 def _alert_dispatcher(settings: Settings, metrics: Metrics, clock: Callable[[], float],
                       shown: Callable[[str], str]) -> AlertDispatcher | None:
     """The direct push of leak, staleness and probe alerts, when a target is configured (else
