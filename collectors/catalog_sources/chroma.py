@@ -13,7 +13,7 @@ from __future__ import annotations
 from ragmon.collectors.catalog_sources.base import Snapshot, SourceContext, SourceError
 from ragmon.collectors.catalog_sources.chroma_files import ChromaFiles
 from ragmon.collectors.catalog_sources.chroma_server import ChromaServer
-from ragmon.collectors.catalog_sources.chunk_fold import ChunkKeys, fold, keep_at_most
+from ragmon.collectors.catalog_sources.chunk_fold import ChunkKeys, fold_collections
 from ragmon.monitor.config.catalog_sources import ChromaSourceConfig
 from ragmon.monitor.config.secret_refs import UnresolvedSecret, resolve
 
@@ -28,21 +28,9 @@ class ChromaSource:
         self._keys = ChunkKeys.of(config)
 
     def read(self) -> Snapshot:
-        config = self._config
-        snapshot = Snapshot(index_entries={})
-        now = self._context.clock()
         with self._store() as store:
-            for collection in config.collections:
-                index = config.index_names.get(collection, collection)
-                chunks = store.chunks(collection, self._keys.all)
-                entries = fold(index, chunks, self._keys, snapshot, now)
-                if entries.keys() & snapshot.index_entries.keys():  # type: ignore[union-attr]
-                    raise SourceError("bad_format", f"collection {collection!r} and another one hold chunks of "
-                                      f"one document under the index {index!r}: give each its own name in "
-                                      "index_names")
-                snapshot.index_entries.update(entries)  # type: ignore[union-attr]
-        keep_at_most(snapshot, config.max_items)
-        return snapshot
+            return fold_collections(self._config, self._keys, lambda name: store.chunks(name, self._keys.all),
+                                    self._context.clock())
 
     def _store(self) -> ChromaFiles | ChromaServer:
         config = self._config

@@ -23,11 +23,11 @@ only read chunks' metadata in the store's own order.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from ragmon.collectors.catalog_sources.base import IndexKey, Snapshot
+from ragmon.collectors.catalog_sources.base import IndexKey, Snapshot, SourceError
 from ragmon.monitor.core.acl import EVERYONE, BadAcl, read_acl
 from ragmon.monitor.core.doc_ids import join_key
 from ragmon.monitor.core.model import IndexEvent
@@ -113,6 +113,27 @@ def fold(index: str, chunks: Iterable[Mapping[str, Any]], keys: ChunkKeys, snaps
     for doc_id in unversioned - documents.keys():
         snapshot.unread_entries.add((index, doc_id))
     return entries
+
+
+def fold_collections(config: Any, keys: ChunkKeys, chunks_of: Callable[[str], Iterable[Mapping[str, Any]]],
+                     now: float, what: str = "collection") -> Snapshot:
+    """A vector-store source's snapshot: the chunks of each of ``config.collections`` (``chunks_of``
+    reads one, by name) folded under its index (``config.index_names``, else its own name), then at
+    most ``config.max_items`` entries. Two collections holding chunks of one document under one index
+    fail the sync: one entry would silently replace the other. ``what``: the store's word for a
+    collection, for that error."""
+    snapshot = Snapshot(index_entries={})
+    entries = snapshot.index_entries
+    assert entries is not None
+    for name in config.collections:
+        index = config.index_names.get(name, name)
+        folded = fold(index, chunks_of(name), keys, snapshot, now)
+        if folded.keys() & entries.keys():
+            raise SourceError("bad_format", f"{what} {name!r} and another one hold chunks of one document under "
+                              f"the index {index!r}: give each its own name in index_names")
+        entries.update(folded)
+    keep_at_most(snapshot, config.max_items)
+    return snapshot
 
 
 def keep_at_most(snapshot: Snapshot, max_items: int) -> None:

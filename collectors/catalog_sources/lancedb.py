@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from ragmon.collectors.catalog_sources.base import Snapshot, SourceContext, SourceError
-from ragmon.collectors.catalog_sources.chunk_fold import ChunkKeys, fold, keep_at_most
+from ragmon.collectors.catalog_sources.chunk_fold import ChunkKeys, fold_collections
 from ragmon.monitor.config.catalog_sources import LanceDbSourceConfig
 
 EXTRA_HINT = 'pip install "ragmon[lancedb]"'
@@ -42,21 +42,9 @@ class LanceDbSource:
         self._keys = ChunkKeys.of(config)
 
     def read(self) -> Snapshot:
-        config = self._config
         lance = _lance()
-        snapshot = Snapshot(index_entries={})
-        entries = snapshot.index_entries
-        assert entries is not None
-        now = self._context.clock()
-        for table in config.collections:
-            index = config.index_names.get(table, table)
-            folded = fold(index, list(self._chunks(lance, table)), self._keys, snapshot, now)
-            if folded.keys() & entries.keys():
-                raise SourceError("bad_format", f"table {table!r} and another one hold chunks of one document under "
-                                  f"the index {index!r}: give each its own name in index_names")
-            entries.update(folded)
-        keep_at_most(snapshot, config.max_items)
-        return snapshot
+        return fold_collections(self._config, self._keys, lambda table: list(self._chunks(lance, table)),
+                                self._context.clock(), what="table")
 
     def _chunks(self, lance: Any, table: str) -> Iterator[dict[str, Any]]:
         """The metadata (the configured keys alone) of every row of ``table``, in the dataset's order."""

@@ -22,7 +22,7 @@ from typing import Any
 from urllib.parse import quote
 
 from ragmon.collectors.catalog_sources.base import Snapshot, SourceContext, SourceError
-from ragmon.collectors.catalog_sources.chunk_fold import ChunkKeys, fold, keep_at_most
+from ragmon.collectors.catalog_sources.chunk_fold import ChunkKeys, fold_collections
 from ragmon.collectors.catalog_sources.json_api import JsonApi, NotFound
 from ragmon.monitor.config.catalog_sources import QdrantSourceConfig
 from ragmon.monitor.config.secret_refs import UnresolvedSecret, resolve
@@ -39,22 +39,10 @@ class QdrantSource:
 
     def read(self) -> Snapshot:
         config = self._config
-        snapshot = Snapshot(index_entries={})
-        entries = snapshot.index_entries
-        assert entries is not None
-        now = self._context.clock()
         with JsonApi(config.url, allowed_hosts=config.allowed_hosts, headers=self._headers(),
                      timeout=config.timeout_seconds, max_bytes=config.max_bytes,
                      transport=self._context.http_transport) as api:  # type: ignore[arg-type]
-            for collection in config.collections:
-                index = config.index_names.get(collection, collection)
-                folded = fold(index, self._points(api, collection), self._keys, snapshot, now)
-                if folded.keys() & entries.keys():
-                    raise SourceError("bad_format", f"collection {collection!r} and another one hold points of one "
-                                      f"document under the index {index!r}: give each its own name in index_names")
-                entries.update(folded)
-        keep_at_most(snapshot, config.max_items)
-        return snapshot
+            return fold_collections(config, self._keys, lambda name: self._points(api, name), self._context.clock())
 
     def _headers(self) -> dict[str, str]:
         config = self._config

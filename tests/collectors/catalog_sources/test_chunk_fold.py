@@ -4,8 +4,12 @@ cannot be read counted. The stores' own schemas are tested in tests/clients/test
 
 from __future__ import annotations
 
-from ragmon.collectors.catalog_sources.base import Snapshot
-from ragmon.collectors.catalog_sources.chunk_fold import ChunkKeys, fold, keep_at_most
+from types import SimpleNamespace
+
+import pytest
+
+from ragmon.collectors.catalog_sources.base import Snapshot, SourceError
+from ragmon.collectors.catalog_sources.chunk_fold import ChunkKeys, fold, fold_collections, keep_at_most
 
 KEYS = ChunkKeys(doc_id="source", version="doc_version", acl={"acl": "", "groups": "group:"},
                  indexed_at="indexed_at", id_prefix="corpus/", embedding_model="embed-1")
@@ -87,3 +91,22 @@ def test_entries_beyond_max_items_are_refused_in_the_order_of_their_keys():
     keep_at_most(snapshot, 2)
     assert sorted(snapshot.index_entries) == [("policies", "corpus/a.md"), ("policies", "corpus/b.md")]
     assert snapshot.refused == {"too_many": 1} and snapshot.unread_entries == {("policies", "corpus/c.md")}
+
+
+def test_collections_fold_under_their_index_and_two_holding_one_document_under_one_index_fail():
+    chunks = {"kb_v3": [{"source": "a.md", "doc_version": "v3"}], "kb_v2": [{"source": "a.md", "doc_version": "v2"}],
+              "faq": [{"source": "a.md", "doc_version": "v1"}, {"source": "b.md", "doc_version": "v1"}]}
+    config = SimpleNamespace(collections=["kb_v3", "faq"], index_names={"kb_v3": "kb"}, max_items=2)
+    snapshot = fold_collections(config, KEYS, chunks.__getitem__, SYNC_TIME)
+    assert {key: entry.version for key, entry in snapshot.index_entries.items()} == {
+        ("faq", "corpus/a.md"): "v1", ("faq", "corpus/b.md"): "v1"}
+    # max_items over all the collections, in key order
+    assert snapshot.refused == {"too_many": 1} and snapshot.unread_entries == {("kb", "corpus/a.md")}
+    config.max_items = 3
+    assert fold_collections(config, KEYS, chunks.__getitem__, SYNC_TIME).index_entries[("kb", "corpus/a.md")].version \
+        == "v3"
+    # both kb_v3 and kb_v2 named kb: one entry of a.md would silently replace the other
+    clash = SimpleNamespace(collections=["kb_v3", "kb_v2"], index_names={"kb_v3": "kb", "kb_v2": "kb"}, max_items=9)
+    with pytest.raises(SourceError, match="table 'kb_v2' and another one hold chunks of one document under the "
+                                          "index 'kb'"):
+        fold_collections(clash, KEYS, chunks.__getitem__, SYNC_TIME, what="table")
