@@ -27,6 +27,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Literal, Protocol
 
+from ragmon.monitor.config.secret_refs import UnresolvedSecret, resolve
 from ragmon.monitor.core.model import DocumentEvent, IndexEvent
 
 #: Why an item was left out of a snapshot: a closed set (a metric label). ``rejected_*`` reasons are
@@ -105,3 +106,14 @@ class SourceContext:
     clock: Callable[[], float]
     environ: Mapping[str, str]
     http_transport: object | None = None
+
+    def secret(self, source: str, key: str, ref: str | None) -> str | None:
+        """The value of the secret reference ``ref`` (the entry ``key`` of source ``source``), read at
+        each call so that a rotated secret is taken; None without one. Raises :class:`SourceError`
+        ``unavailable`` naming the reference, never a value."""
+        if not ref:
+            return None
+        try:
+            return resolve(ref, f"catalog.sources[{source}].{key}", self.environ)
+        except UnresolvedSecret as problem:
+            raise SourceError("unavailable", str(problem)) from None

@@ -10,12 +10,11 @@ removals.
 
 from __future__ import annotations
 
-from ragmon.collectors.catalog_sources.base import Snapshot, SourceContext, SourceError
+from ragmon.collectors.catalog_sources.base import Snapshot, SourceContext
 from ragmon.collectors.catalog_sources.chroma_files import ChromaFiles
 from ragmon.collectors.catalog_sources.chroma_server import ChromaServer
 from ragmon.collectors.catalog_sources.chunk_fold import ChunkKeys, fold_collections
 from ragmon.monitor.config.catalog_sources import ChromaSourceConfig
-from ragmon.monitor.config.secret_refs import UnresolvedSecret, resolve
 
 
 class ChromaSource:
@@ -36,9 +35,5 @@ class ChromaSource:
         config = self._config
         if config.path is not None:
             return ChromaFiles(config.path, config.chroma_tenant, config.chroma_database, config.max_chunks)
-        try:
-            authorization = (resolve(config.auth_header, f"catalog.sources[{config.name}].auth_header",
-                                     self._context.environ) if config.auth_header else None)
-        except UnresolvedSecret as problem:
-            raise SourceError("unavailable", str(problem)) from None
+        authorization = self._context.secret(config.name, "auth_header", config.auth_header)
         return ChromaServer(config, authorization, self._context.http_transport)  # type: ignore[arg-type]

@@ -20,7 +20,6 @@ from typing import Any
 from ragmon.collectors.catalog_sources.base import Snapshot, SourceContext, SourceError
 from ragmon.collectors.catalog_sources.fetch import fetch
 from ragmon.monitor.config.catalog_sources import ManifestSourceConfig
-from ragmon.monitor.config.secret_refs import UnresolvedSecret, resolve
 from ragmon.monitor.core.doc_ids import join_key
 from ragmon.monitor.core.model import DocumentEvent
 
@@ -72,11 +71,7 @@ class ManifestSource:
     def _download(self) -> bytes:
         config = self._config
         assert config.url is not None
-        try:
-            authorization = (resolve(config.auth_header, f"catalog.sources[{config.name}].auth_header",
-                                     self._context.environ) if config.auth_header else None)
-        except UnresolvedSecret as problem:
-            raise SourceError("unavailable", str(problem)) from None
+        authorization = self._context.secret(config.name, "auth_header", config.auth_header)
         return fetch(config.url, allowed_hosts=config.allowed_hosts, authorization=authorization,
                      timeout=config.timeout_seconds, max_bytes=config.max_bytes, max_redirects=config.max_redirects,
                      transport=self._context.http_transport)  # type: ignore[arg-type]

@@ -25,7 +25,6 @@ from ragmon.collectors.catalog_sources.base import Snapshot, SourceContext, Sour
 from ragmon.collectors.catalog_sources.chunk_fold import ChunkKeys, fold_collections
 from ragmon.collectors.catalog_sources.json_api import JsonApi, NotFound
 from ragmon.monitor.config.catalog_sources import QdrantSourceConfig
-from ragmon.monitor.config.secret_refs import UnresolvedSecret, resolve
 
 
 class QdrantSource:
@@ -45,14 +44,8 @@ class QdrantSource:
             return fold_collections(config, self._keys, lambda name: self._points(api, name), self._context.clock())
 
     def _headers(self) -> dict[str, str]:
-        config = self._config
-        if config.api_key is None:
-            return {}
-        try:
-            return {"api-key": resolve(config.api_key, f"catalog.sources[{config.name}].api_key",
-                                       self._context.environ)}
-        except UnresolvedSecret as problem:
-            raise SourceError("unavailable", str(problem)) from None
+        key = self._context.secret(self._config.name, "api_key", self._config.api_key)
+        return {} if key is None else {"api-key": key}
 
     def _points(self, api: JsonApi, collection: str) -> list[dict[str, Any]]:
         """The metadata of every point of ``collection``, in the server's order (by point id)."""

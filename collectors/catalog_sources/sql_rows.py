@@ -27,7 +27,6 @@ from sqlalchemy.engine import URL, make_url
 
 from ragmon.collectors.catalog_sources.base import SourceContext, SourceError
 from ragmon.monitor.config.catalog_sources import SqlDatabase
-from ragmon.monitor.config.secret_refs import UnresolvedSecret, resolve
 
 _SQLITE_STEPS = 1000  # SQLite virtual-machine steps between two looks at the clock
 
@@ -75,11 +74,7 @@ def _url(database: SqlDatabase, source: str, context: SourceContext) -> URL:
     except sqlalchemy.exc.ArgumentError:
         raise SourceError("bad_format", f"{source}: url is not a database URL") from None
     if database.password is not None:
-        try:
-            password = resolve(database.password, f"catalog.sources[{source}].password", context.environ)
-        except UnresolvedSecret as problem:
-            raise SourceError("unavailable", str(problem)) from None
-        url = url.set(password=password)
+        url = url.set(password=context.secret(source, "password", database.password))
     return url
 
 
