@@ -68,9 +68,10 @@ soak: $(VENV)/.dev services bytecode
 
 # mutmut over the modules that decide verdicts, against their fast tests ([tool.mutmut] in
 # pyproject.toml; tests/mutation.py lays the tree out in .mutation/ for it): the count per module
-# and every mutant the tests let through. Not part of `make test`: it takes long (docs/testing.md)
+# and every mutant the tests let through. Not part of `make test`: it takes long (docs/testing.md).
+# The services' install brings the data some of those fast tests read (presidio-evaluator's templates)
 MUTATION_JOBS ?= 2
-mutation: $(VENV)/.dev bytecode
+mutation: $(VENV)/.dev services bytecode
 	$(BIN)/python -m tests.mutation --jobs $(MUTATION_JOBS)
 
 clean:
