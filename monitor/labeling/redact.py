@@ -178,7 +178,7 @@ class Redactor:
 
     @staticmethod
     def _apply(rules: tuple[_Unpacked, ...], text: str) -> str:
-        # Rule.applies and replace_all's first search, inlined: nearly every text matches nearly no
+        # a rule's `needs` and replace_all's first search, inlined: nearly every text matches nearly no
         # rule, and a call per rule cost more than the search (every id and text of a sample or a
         # chat turn goes through some twenty rules)
         for needs, search, pattern, check, placeholder in rules:

@@ -261,10 +261,12 @@ def test_adversarial_text_of_the_largest_allowed_size_is_redacted_quickly():
     texts = ["1 " * 30_000, "4" * 60_000, "a" * 60_000 + "@", "a." * 30_000 + "@x", ":" * 60_000 + "1",
              "+1 " * 20_000, "1." * 30_000, "DE89 " * 12_000, "a@" * 30_000 + "b.com", "0-" * 30_000,
              "4111111111111111 " * 3_800, "555-123-4567 " * 5_000, "call " + "1 " * 30_000, "10.0.0.1 " * 7_000]
-    started = time.perf_counter()
+    # CPU time, not wall-clock: a pattern that backtracks burns CPU for minutes, while a machine
+    # busy with other work only makes the wait longer
+    started = time.process_time()
     for text in texts:
         REDACTOR.redact(text)
-    assert time.perf_counter() - started < 5
+    assert time.process_time() - started < 5
 
 
 def test_the_typed_trace_is_redacted_exactly_as_its_json():

@@ -46,12 +46,6 @@ class Rule(NamedTuple):
     check: Check
     needs: str | re.Pattern[str] | None = None
 
-    def applies(self, text: str) -> bool:
-        needs = self.needs
-        if needs is None:
-            return True
-        return needs in text if isinstance(needs, str) else needs.search(text) is not None
-
 
 def whole_match(text: str, m: re.Match[str]) -> tuple[int, int] | None:
     """The match as it is, for patterns whose shape is the whole test."""
