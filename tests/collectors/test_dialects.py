@@ -3,8 +3,12 @@ attribute; a trace may mix dialects; and what the closest dialect of an unread t
 
 from __future__ import annotations
 
+import json
+
 from ragmon.collectors.dialects import DIALECTS, MAX_CACHED_SCOPES, CallerKeys, Dialects
 from ragmon.collectors.otlp_wire import Span, SpanEvent, parse_json
+from ragmon.collectors.span_mapping import SpanMapper
+from tests.collectors.dialect_spans import Capture
 
 T = "b" * 32
 
@@ -61,7 +65,10 @@ def test_the_closest_dialect_of_an_unread_trace_and_what_it_lacked():
     rows.events = [SpanEvent("db.query.result", 0, {"id": 3})]
     assert dialects.closest([rows]).dialect == "vector_store"
     nobody = dialects.closest([span(5, "rag-app", user__id="u")])
-    assert nobody.dialect is None and nobody.spans == 0 and "openinference.span.kind" in nobody.lacked[0]
+    assert nobody.dialect is None and nobody.spans == 0
+    assert nobody.lacked == ("a span of a known instrumentation scope or with one of openinference.span.kind, "
+                             "traceloop.span.kind, mlflow.spanType, langfuse.observation.type, "
+                             "gen_ai.operation.name, db.system, db.system.name",)
 
 
 def test_dialect_names_are_unique_and_each_says_where_it_looks_for_a_caller():
@@ -71,8 +78,6 @@ def test_dialect_names_are_unique_and_each_says_where_it_looks_for_a_caller():
 
 
 def test_the_caller_keys_of_association_properties_are_configurable():
-    from ragmon.collectors.span_mapping import SpanMapper
-
     a = "traceloop.association.properties."
 
     def root() -> Span:
@@ -96,3 +101,99 @@ def test_caller_keys_in_the_config_are_checked(monkeypatch):
         load_settings(None)
     monkeypatch.setenv("RAGMON_OTLP__CALLER_KEYS", '{"tenant": ["org"]}')
     assert load_settings(None).otlp.caller_keys == {"tenant": ["org"]}
+
+
+def test_langfuse_metadata_written_as_plain_strings_reads_as_its_json_text():
+    """Langfuse's SDKs before 5 wrote a metadata string as it is (``_serialize``), 5 writes every value
+    as JSON text: the same trace maps the same either way (tenant, index, caller, list names)."""
+    capture = Capture("langfuse_5_2")
+
+    def seen(event) -> tuple:
+        return (event["tenant"], event["index"], event.get("caller"),
+                [r["retriever"] for r in event["retrievals"]])
+
+    plain_strings = 0
+    for n in range(len(capture)):
+        _, spans = capture[n]
+        expected = seen(SpanMapper().map(spans).event)
+        _, spans = capture[n]
+        for s in spans:
+            for key, value in s.attributes.items():
+                if key.startswith(("langfuse.trace.metadata.", "langfuse.observation.metadata.")) \
+                        and isinstance(value, str) and value.startswith('"'):
+                    s.attributes[key] = json.loads(value)
+                    plain_strings += 1
+        assert seen(SpanMapper().map(spans).event) == expected
+    assert plain_strings > 0
+
+
+def test_mlflow_trace_tags_are_taken_as_written_even_when_they_read_as_json():
+    """Trace tags are plain strings: a hex session id of digits and one ``e`` is no number, a user
+    id ``1.10`` is not ``1.1``."""
+    _, spans = Capture("mlflow_3_17")[4]  # @mlflow.trace functions: the root carries the tags
+    root = next(s for s in spans if not s.parent_id)
+    for key in ("user.id", "session.id", "metadata"):
+        root.attributes.pop(key, None)
+    root.attributes.update({"mlflow.traceTag.user_id": "1.10", "mlflow.traceTag.session_id": "4e21",
+                            "mlflow.traceTag.groups": '["staff", "hr"]'})  # groups as JSON text: a list
+    event = SpanMapper().map(spans).event
+    assert event["caller"] == {"id": "1.10", "groups": ["staff", "hr"]} and event["conversation_id"] == "4e21"
+
+
+def test_of_two_dialects_claiming_as_many_spans_the_closest_is_the_first_asked():
+    # a Qdrant search (OpenLLMetry records no results) and a GenAI chat span: one span each
+    search = span(1, "opentelemetry.instrumentation.qdrant", db__system="qdrant", db__operation="query_points")
+    chat = span(2, "opentelemetry.instrumentation.openai_v2", gen_ai__operation__name="chat")
+    for spans in ([search, chat], [chat, search]):
+        closest = Dialects().closest(spans)
+        assert (closest.dialect, closest.spans, closest.lacked) == ("genai", 1, ("a span of gen_ai.operation.name "
+                                                                                 "retrieval",))
+
+
+def test_a_dialect_that_says_nothing_of_what_it_lacked_says_it_lacked_retrieved_documents():
+    from ragmon.collectors.dialects.base import Dialect
+
+    class Acme(Dialect):  # a dialect added without its own explanation
+        name = "acme"
+        markers = ("acme.kind",)
+
+    closest = Dialects(dialects=(Acme,)).closest([span(1, "acme-sdk", acme__kind="step")])
+    assert (closest.dialect, closest.lacked) == ("acme", ("a span that reports retrieved documents",))
+
+
+def oi_retriever(n: int, **attributes) -> Span:
+    found = span(n, "openinference.instrumentation.langchain", openinference__span__kind="RETRIEVER", **attributes)
+    found.attributes.update({"retrieval.documents.0.document.id": "a"})
+    return found
+
+
+def test_the_applications_metadata_names_the_retriever_before_the_instrumentation():
+    mapper = SpanMapper()
+    named = oi_retriever(1, metadata='{"retriever": "hr-search", "ls_retriever_name": "bm25"}')
+    assert mapper.map([named]).event["retrievals"][0]["retriever"] == "hr-search"
+    unnamed = oi_retriever(1, metadata='{"retriever": "", "ls_retriever_name": "bm25"}')
+    assert mapper.map([unnamed]).event["retrievals"][0]["retriever"] == "bm25"
+
+
+def test_the_turn_is_a_whole_number_from_1_to_max_turn():
+    from ragmon.monitor.core.model import MAX_TURN
+
+    def read(turn) -> tuple:
+        found = oi_retriever(1, metadata=json.dumps({"turn": turn}))
+        reading = Dialects().read(found)
+        return SpanMapper().map([found]).event.get("turn"), reading.problems
+
+    assert read(1) == (1, [])
+    assert read(2.0) == (2, [])  # a number that is whole, as JSON from a language without integers sends it
+    assert read(MAX_TURN) == (MAX_TURN, [])
+    assert read(MAX_TURN + 1)[0] is None and read(MAX_TURN + 1)[1] == [
+        ("metadata", f"`metadata.turn` is not a whole number from 1 to {MAX_TURN}")]
+    assert read(0)[0] is None and read(1.5)[0] is None
+
+
+def test_the_index_in_association_properties_names_the_index():
+    # Traceloop.set_association_properties({"user_id", ..., "index"}) puts it on every span
+    found = oi_retriever(1, **{"traceloop.association.properties.index": "hr-policies",
+                               "traceloop.association.properties.user_id": "u-1"})
+    event = SpanMapper().map([found]).event
+    assert event["index"] == {"name": "hr-policies"} and event["caller"]["id"] == "u-1"

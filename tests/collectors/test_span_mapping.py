@@ -572,3 +572,122 @@ def test_each_fact_of_a_metadata_object_is_read_when_it_is_the_only_one(metadata
     plain = retriever(2, None, "retrieve", 1, 10, {"id": "a"}, metadata='{"retriever": "r"}')
     llm = span(3, 2, "llm", 2, 3, openinference__span__kind="LLM", output__value="answered")
     assert read(mapped(found, llm).event) and not read(mapped(plain, llm).event)
+
+
+def test_an_explicit_context_naming_the_last_list_is_that_list_and_not_sent_twice():
+    # the application names what the model got: everything retrieved
+    root = span(1, None, "answer", 0, 50, ragmon__context__document_ids=["a", "b"])
+    event = mapped(root, retriever(2, 1, "retrieve", 1, 10, {"id": "a"}, {"id": "b", "score": 0.3})).event
+    assert "context" not in event and context_of(event) == [{"id": "a"}, {"id": "b", "score": 0.3}]
+    # or what the reranker kept, the last of two lists
+    root = span(1, None, "answer", 0, 50, ragmon__context__document_ids=["b"])
+    kept = docs("reranker.output_documents", {"id": "b", "score": 0.9})
+    rerank = span(3, 1, "rerank", 11, 20, openinference__span__kind="RERANKER", reranker__model_name="ce",
+                  **{k.replace(".", "__"): v for k, v in kept.items()})
+    event = mapped(root, retriever(2, 1, "retrieve", 1, 10, {"id": "a"}, {"id": "b"}), rerank).event
+    assert "context" not in event and context_of(event) == [{"id": "b", "score": 0.9}]
+
+
+def test_an_explicit_empty_context_is_sent_though_a_list_was_retrieved():
+    # the application answered without passages (all filtered out): the context is empty, not the list
+    root = span(1, None, "answer", 0, 50, ragmon__context__document_ids=[])
+    event = mapped(root, retriever(2, 1, "retrieve", 1, 10, {"id": "a"})).event
+    assert event["context"] == [] and ids(event) == [["a"]]
+
+
+def test_the_latency_of_each_stage_in_milliseconds_to_the_microsecond():
+    def at(ms: float) -> int:
+        return round(ms * MS)
+
+    root = span(1, None, "query", 0, 0, openinference__span__kind="CHAIN", input__value="q")
+    root.end_ns = at(95.1234567)
+    found = retriever(2, 1, "retrieve", 0, 0, {"id": "a"}, {"id": "b"})
+    found.start_ns, found.end_ns = at(1.5), at(13.7345678)
+    kept = docs("reranker.output_documents", {"id": "b"})
+    rerank = span(3, 1, "rerank", 0, 0, openinference__span__kind="RERANKER",
+                  **{k.replace(".", "__"): v for k, v in kept.items()})
+    rerank.start_ns, rerank.end_ns = at(14), at(21.0004)
+    generate = span(4, 1, "OpenAI.complete", 0, 0, openinference__span__kind="LLM", output__value="x")
+    generate.start_ns, generate.end_ns = at(22), at(94.9876543)
+    event = mapped(root, found, rerank, generate).event
+    assert event["latency_ms"] == {"retrieve": 12.235, "rerank": 7.0, "generate": 72.988, "total": 95.123}
+
+
+def test_tokens_are_summed_over_calls_and_a_calls_nested_spans_count_their_largest_figure():
+    root = span(1, None, "query", 0, 100, openinference__span__kind="CHAIN")
+    found = retriever(2, 1, "retrieve", 1, 10, {"id": "d"})
+    # a first call: the outer span reports more prompt tokens than the inner (a template wrapper)
+    predict = span(3, 1, "MockLLM.predict", 10, 40, openinference__span__kind="LLM", llm__token_count__prompt=120)
+    complete = span(4, 3, "MockLLM.complete", 11, 39, openinference__span__kind="LLM", llm__token_count__prompt=100,
+                    llm__token_count__completion=0)
+    # a second call, its own: a model that returned nothing reports 0 completion tokens
+    again = span(5, 1, "MockLLM.complete", 41, 60, openinference__span__kind="LLM", llm__token_count__prompt=80,
+                 llm__token_count__completion=0)
+    event = mapped(root, found, predict, complete, again).event
+    assert event["usage"] == {"input_tokens": 200, "output_tokens": 0}
+
+
+def test_a_generation_inside_another_through_a_span_of_another_kind_is_counted_once():
+    # LlamaIndex: structured_predict (LLM) -> LLMTextCompletionProgram.__call__ (CHAIN) -> complete (LLM)
+    root = span(1, None, "query", 0, 100, openinference__span__kind="CHAIN")
+    found = retriever(2, 1, "retrieve", 1, 10, {"id": "d"})
+    outer = span(3, 1, "OpenAI.structured_predict", 20, 80, openinference__span__kind="LLM", llm__model_name="gpt",
+                 llm__token_count__prompt=50)
+    program = span(4, 3, "LLMTextCompletionProgram.__call__", 21, 79, openinference__span__kind="CHAIN")
+    inner = span(5, 4, "OpenAI.complete", 22, 78, openinference__span__kind="LLM", llm__model_name="gpt",
+                 llm__token_count__prompt=50, llm__token_count__completion=9)
+    event = mapped(root, found, outer, program, inner).event
+    assert event["usage"] == {"input_tokens": 50, "output_tokens": 9} and event["latency_ms"]["generate"] == 60
+
+
+def test_generations_whose_parents_form_a_cycle_are_mapped():
+    # a sender's broken parent ids: two model calls each the other's parent; the walk up the
+    # parents ends (MAX_DEPTH), and neither is outermost: two calls
+    found = retriever(1, None, "retrieve", 0, 10, {"id": "d"})
+    first = span(2, 3, "OpenAI.complete", 11, 20, openinference__span__kind="LLM", llm__token_count__prompt=5)
+    second = span(3, 2, "OpenAI.complete", 21, 30, openinference__span__kind="LLM", llm__token_count__prompt=7)
+    event = mapped(found, first, second).event
+    assert ids(event) == [["d"]] and event["usage"] == {"input_tokens": 12}
+
+
+def test_each_passage_without_fields_takes_those_of_its_other_copy():
+    # Haystack: the retriever's documents carry their meta; the ranker's output ids, content and scores
+    found = retriever(1, None, "InMemoryBM25Retriever.run", 0, 10, {"id": "a"},
+                      {"id": "d", "metadata": '{"doc_id": "pay", "acl": ["group:p"]}'})
+    rank = span(2, None, "LostInTheMiddleRanker.run", 11, 20, openinference__span__kind="RERANKER",
+                **{k.replace(".", "__"): v for k, v in docs("reranker.output_documents",
+                                                            {"id": "d", "score": 0.4}).items()})
+    event = mapped(found, rank).event
+    assert context_of(event) == [{"id": "d", "score": 0.4, "doc_id": "pay", "acl": ["group:p"]}]
+
+
+def test_a_passages_own_doc_id_wins_over_the_configured_keys():
+    found = retriever(1, None, "r", 0, 10, {"id": "p-1", "metadata": '{"doc_id": "pay", "path": "/docs/pay.md"}'},
+                      {"id": "p-2", "metadata": '{"path": "/docs/leave.md"}'})
+    event = mapped(found, namer=PassageNamer(doc_id_keys=["path"])).event
+    assert [p["doc_id"] for p in event["retrievals"][0]["passages"]] == ["pay", "/docs/leave.md"]
+
+
+def test_every_passage_nothing_names_is_counted():
+    found = retriever(1, None, "r", 0, 10, {"metadata": '{"author": "a"}'}, {"id": "x"}, {"score": 0.2})
+    result = mapped(found)
+    assert ids(result.event) == [["x"]] and result.unmapped == 2
+
+
+def test_the_tenant_index_and_query_when_the_trace_names_none():
+    found = retriever(1, None, "retrieve", 0, 10, {"id": "a"})
+    event = mapped(found).event
+    assert (event["tenant"], event["index"], event["query"]) == ("default", {"name": "default"}, "")
+    found = retriever(1, None, "retrieve", 0, 10, {"id": "a"})
+    found.resource = {"service.name": "hr-assistant"}
+    assert mapped(found).event["index"] == {"name": "hr-assistant"}  # the service, when nothing names the index
+
+
+def test_a_feedback_span_is_a_feedback_event_at_the_spans_start():
+    from ragmon.collectors.span_mapping import feedback_event
+
+    feedback = span(1, None, "ragmon.feedback", 0, 0, ragmon__feedback__trace_id="f" * 32,
+                    ragmon__feedback__kind="thumb", ragmon__feedback__value="down")
+    feedback.start_ns = 1_764_806_400_123_456_789
+    assert feedback_event(feedback) == {"type": "feedback", "trace_id": "f" * 32, "kind": "thumb",
+                                        "time": 1_764_806_400_123_456_789 / 1e9, "value": "down"}
