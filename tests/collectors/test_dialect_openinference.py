@@ -145,3 +145,16 @@ def test_a_generation_whose_output_messages_are_hidden_gives_no_answer_from_its_
     plain = span(3, 1, "OpenAI.complete", 13, 20, openinference__span__kind="LLM", llm__model_name="gpt-4o-mini",
                  output__value="Use the reset link.")
     assert SpanMapper().map([root, found, plain]).event["answer"]["text"] == "Use the reset link."
+
+
+def test_an_empty_output_is_no_answer():
+    # LangChain: an LCEL chain ending in StrOutputParser on an empty model reply; the tracer writes
+    # the one string output as it is: output.value "" (no MIME type)
+    root = span(1, None, "RunnableSequence", 0, 50, openinference__span__kind="CHAIN", input__value="how many days?",
+                output__value="")
+    found = with_documents(span(2, 1, "BM25Retriever", 1, 10, openinference__span__kind="RETRIEVER",
+                                input__value="how many days?"), "retrieval.documents", [{"id": "a"}])
+    model = span(3, 1, "ChatOpenAI", 11, 40, openinference__span__kind="LLM", llm__model_name="gpt-4o-mini",
+                 llm__output_messages__0__message__role="assistant", llm__output_messages__0__message__content="")
+    event = SpanMapper().map([root, found, model]).event
+    assert event["query"] == "how many days?" and "answer" not in event
