@@ -1,5 +1,6 @@
 """How far the mapping follows nesting (`span_levels.MAX_DEPTH`, docs/events.md): an enclosing
-level is looked for through at most 256 ancestors, and levels are followed at most 256 deep.
+level is looked for through at most 256 ancestors, and levels are followed at most 256 deep;
+an enclosing model call likewise through at most 256 ancestors.
 No framework nests near that deep; the bounds keep a crafted trace from making the mapping's
 work unbounded, and they are where docs/events.md says."""
 
@@ -35,3 +36,19 @@ def test_levels_are_followed_at_most_256_deep():
     assert lists(257) == [["x"]]
     # one level deeper: cut, and nothing below the outermost says what it held
     assert lists(258) == [[]]
+
+
+def test_a_generation_is_counted_once_through_at_most_256_ancestors():
+    def generate_ms(between: int) -> float:
+        # a model call (50 ms), `between` spans of another kind, then a nested call of it (10 ms)
+        chain = [span(1, None, "query", 0, 1000, openinference__span__kind="CHAIN"),
+                 retriever(2, 1, "retrieve", 1, 5, {"id": "d"}),
+                 span(3, 1, "LLM.predict", 10, 60, openinference__span__kind="LLM")]
+        chain += [span(4 + i, 3 + i, "step", 11, 59) for i in range(between)]
+        chain.append(span(4 + between, 3 + between, "LLM.complete", 20, 30, openinference__span__kind="LLM"))
+        return mapped(*chain).event["latency_ms"]["generate"]
+
+    # the outer call is the inner one's 256th ancestor: one generation, its duration
+    assert generate_ms(255) == 50
+    # its 257th: not looked for, so two generations
+    assert generate_ms(256) == 60
