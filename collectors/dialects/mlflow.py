@@ -110,8 +110,10 @@ class MLflow(Dialect):
         return span.attributes.get(SPAN_TYPE) in _GENERATIONS
 
     def generation_answer(self, span: Any) -> str | None:
-        """A model's output: text, a completion (``{"text"}``) or a chat completion
-        (``{"choices": [{"message": {"content"}}]}``, as MLflow records LangChain's chat models)."""
+        """A model's output: text, a completion (``{"text"}``, LlamaIndex's), a chat completion
+        (``{"choices": [{"message": {"content"}}]}``, as MLflow records LangChain's chat models and
+        OpenAI's chat completions) or an OpenAI completion (``{"choices": [{"text"}]}``, the legacy
+        completions API under MLflow's OpenAI autolog)."""
         value = decoded(span.attributes.get(OUTPUTS))
         if isinstance(value, str):
             return value or None
@@ -120,7 +122,7 @@ class MLflow(Dialect):
         choices = value.get("choices")
         if isinstance(choices, list) and choices and isinstance(choices[0], dict):
             message = choices[0].get("message")
-            content = message.get("content") if isinstance(message, dict) else None
+            content = message.get("content") if isinstance(message, dict) else choices[0].get("text")
             return content if isinstance(content, str) and content else None
         return first_text(value, ("text", "content"))
 

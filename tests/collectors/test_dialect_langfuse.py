@@ -137,3 +137,72 @@ def test_a_retriever_that_found_nothing_says_so_and_one_without_its_output_does_
     del search.attributes["langfuse.observation.output"]  # the output not captured (capture_output=False)
     reading = Dialects().read(search)
     assert (reading.kind, reading.documents, reading.silent, reading.problems) == ("retriever", [], True, [])
+
+
+def named(spans, name):
+    return next(s for s in spans if s.name == name)
+
+
+def root_of(spans):
+    return next(s for s in spans if not s.parent_id)
+
+
+def test_a_generations_usage_details_are_the_traces_usage():
+    # what a generation's update(usage_details=...) and the LangChain handler write: Langfuse's input and output
+    _, spans = CAPTURE[OBSERVED]
+    named(spans, "stub_model").attributes["langfuse.observation.usage_details"] = json.dumps(
+        {"input": 120, "output": 14, "total": 134})
+    assert SpanMapper().map(spans).event["usage"] == {"input_tokens": 120, "output_tokens": 14}
+
+
+@pytest.mark.parametrize(("recorded", "question"), [
+    ({"args": [], "kwargs": {"question": "When does the office open?"}}, "When does the office open?"),
+    ({"args": ["policies"], "kwargs": {"question": "When does the office open?"}}, "When does the office open?"),
+    ({"args": [3, "When does the office open?"], "kwargs": {}}, "When does the office open?"),  # ask(top_k, question)
+    ({"args": [], "kwargs": {}}, "office hours"),  # main() without arguments: the retriever's question
+])
+def test_the_question_in_the_arguments_observe_records(recorded, question):
+    # @observe records a function's arguments as {"args": [...], "kwargs": {...}}; the retriever searched a
+    # rewritten query
+    _, spans = CAPTURE[OBSERVED]
+    named(spans, "search").attributes["langfuse.observation.input"] = json.dumps(
+        {"args": ["office hours"], "kwargs": {}})
+    root_of(spans).attributes["langfuse.observation.input"] = json.dumps(recorded)
+    assert SpanMapper().map(spans).event["query"] == question
+
+
+@pytest.mark.parametrize(("output", "answer"), [
+    (json.dumps({"answer": "Nine in the morning.", "sources": 2}), "Nine in the morning."),  # an object returned
+    ("[1] The office opens at nine.", "[1] The office opens at nine."),  # text with a citation marker first
+    (json.dumps(["langfuse/office#search", "langfuse/leave#search"]), None),  # a list is no answer: the model's
+])
+def test_the_root_observations_output_as_the_answer(output, answer):
+    reported, spans = CAPTURE[OBSERVED]
+    root_of(spans).attributes["langfuse.observation.output"] = output
+    assert SpanMapper().map(spans).event["answer"]["text"] == (answer or reported["answer"])
+
+
+def test_a_chain_ending_with_the_chat_model_is_answered_by_its_message():
+    # prompt | model, without an output parser: the chain returns the model's AIMessage, which the handler
+    # records as its serialized message, and the generation as {"role", "content"}
+    reported, spans = CAPTURE[CHAIN]
+    parser = named(spans, "StrOutputParser")
+    spans.remove(parser)
+    root_of(spans).attributes["langfuse.observation.output"] = parser.attributes["langfuse.observation.input"]
+    assert SpanMapper().map(spans).event["answer"]["text"] == reported["answer"] == "Here is what the documents say."
+
+
+def test_the_index_version_in_the_traces_metadata():
+    _, spans = CAPTURE[OBSERVED]
+    for s in spans:
+        s.attributes["langfuse.trace.metadata.index_version"] = json.dumps("2026-12-01")
+    assert SpanMapper().map(spans).event["index"] == {"name": "policies", "version": "2026-12-01"}
+
+
+def test_the_traces_groups_win_over_the_run_metadatas_in_whatever_form():
+    # propagate_attributes takes string metadata values (groups as "staff, hr"); LangChain's run metadata a list
+    _, spans = CAPTURE[CHAIN]
+    for s in spans:
+        s.attributes["langfuse.trace.metadata.groups"] = json.dumps("staff, hr")
+        assert json.loads(s.attributes["langfuse.observation.metadata.groups"]) == ["staff"]
+    assert SpanMapper().map(spans).event["caller"]["groups"] == ["staff", "hr"]

@@ -88,3 +88,60 @@ def test_the_roots_recorded_arguments_and_return_are_the_question_and_answer():
     root = next(s for s in spans if not s.parent_id)
     root.attributes["return"] = json.dumps(["a", "list"])
     assert "answer" not in SpanMapper().map(spans).event
+
+
+@pytest.mark.parametrize("listed", [
+    json.dumps([{"matched_substring": "session"}]), json.dumps(["session.id"]), json.dumps([{"path": ["attributes"]}]),
+    json.dumps([{"path": "attributes.user.id"}])])
+def test_scrub_notes_without_a_path_to_an_attribute_are_left_alone(listed):
+    # not Logfire's notes (each names a path from "attributes", "otel_events" or "links"): the list is the sender's
+    attributes = {"user.id": "u-1", "session.id": SCRUBBED, "logfire.scrubbed": listed}
+    drop_scrubbed(attributes)
+    assert attributes["user.id"] == "u-1" and attributes["session.id"] == SCRUBBED
+
+
+def test_every_scrubbed_value_the_notes_list_goes_whatever_comes_before_it():
+    # Logfire notes the paths it scrubbed in the order it walks the span, appending each pass's notes to those
+    # already on it; a value inside a list is noted by its index, a value in an event under otel_events
+    metadata = {"requests": [{"headers": {"cookie": "[Scrubbed due to 'cookie']"}}], "tenant": "acme",
+                "caller": {"session": "[Scrubbed due to 'session']", "team": "hr"},
+                "session_key": "[Scrubbed due to 'session']", "api_key": "[Scrubbed due to 'api_key']"}
+    attributes = {"history": json.dumps(["hello", "[Scrubbed due to 'session']"]), "metadata": json.dumps(metadata),
+                  "session.id": SCRUBBED, "user.id": "u-1", "logfire.scrubbed": json.dumps([
+                      {"path": ["otel_events", 0, "attributes", "exception.message"], "matched_substring": "secret"},
+                      {"path": ["attributes", "session.id"], "matched_substring": "session"},
+                      {"path": ["attributes", "history", 1], "matched_substring": "session"},
+                      {"path": ["attributes", "metadata", "requests", 0, "headers", "cookie"],
+                       "matched_substring": "cookie"},
+                      {"path": ["attributes", "metadata", "caller", "session"], "matched_substring": "session"},
+                      {"path": ["attributes", "metadata", "session_key"], "matched_substring": "session"},
+                      {"path": ["attributes", "metadata", "api_key"], "matched_substring": "api_key"}])}
+    drop_scrubbed(attributes)
+    assert "session.id" not in attributes and attributes["user.id"] == "u-1"
+    kept = attributes["metadata"]
+    assert kept["tenant"] == "acme" and kept["caller"] == {"team": "hr"}
+    assert "session_key" not in kept and "api_key" not in kept
+
+
+@pytest.mark.parametrize(("returned", "answer"), [
+    ("5", "5"),  # text that reads as JSON is still the text the function returned
+    ("[1] The office opens at nine.", "[1] The office opens at nine."),  # a citation marker first, not a list
+    ("{name} opens at nine.", "{name} opens at nine."),  # a brace first, not an object
+    ("", None),  # an empty string is no answer
+])
+def test_a_returned_string_is_the_answer_as_it_is(returned, answer):
+    _, spans = CAPTURE[GENAI_BY_HAND]
+    root = next(s for s in spans if not s.parent_id)
+    root.attributes["return"] = returned
+    assert (SpanMapper().map(spans).event.get("answer") or {}).get("text") == answer
+
+
+def test_an_unread_logfire_trace_is_explained_by_what_logfire_lacked():
+    _, spans = CAPTURE[GENAI_BY_HAND]
+    spans = [s for s in spans if not s.parent_id]  # the instrumented function without its retrieval span
+    mapper = SpanMapper()
+    assert mapper.map(spans).event is None
+    closest = mapper.dialects.closest(spans)
+    assert (closest.dialect, closest.spans) == ("logfire", 1)
+    assert closest.lacked == ("Logfire's own spans list no documents: a span of an instrumentation it runs "
+                              "(OpenInference, OpenLLMetry) or with gen_ai.operation.name retrieval",)

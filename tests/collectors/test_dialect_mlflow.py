@@ -4,6 +4,7 @@ newer MLflow makes."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import pytest
@@ -176,3 +177,113 @@ def test_a_retriever_that_found_nothing_is_an_empty_context_and_one_without_its_
     event = SpanMapper().map(spans).event
     expected = [passage_id(d)[0] for d in reported["lists"][0]]
     assert ids(event) == [expected] and context_of(event) == expected
+
+
+def named(spans, name):
+    return next(s for s in spans if s.name == name)
+
+
+def root_of(spans):
+    return next(s for s in spans if not s.parent_id)
+
+
+def test_a_models_token_usage_is_the_traces_usage():
+    # what MLflow's LlamaIndex and LangChain tracers write for a model that reports its usage
+    _, spans = CAPTURE[QUERY_ENGINE]
+    named(spans, "MockLLM.complete").attributes["mlflow.chat.tokenUsage"] = json.dumps(
+        {"input_tokens": 212, "output_tokens": 8, "total_tokens": 220})
+    assert SpanMapper().map(spans).event["usage"] == {"input_tokens": 212, "output_tokens": 8}
+    _, spans = CAPTURE[LCEL_CHAIN]
+    named(spans, "FakeListChatModel").attributes["mlflow.chat.tokenUsage"] = json.dumps(
+        {"input_tokens": 40, "output_tokens": 7, "total_tokens": 47})
+    assert SpanMapper().map(spans).event["usage"] == {"input_tokens": 40, "output_tokens": 7}
+
+
+@pytest.mark.parametrize("n", [QUERY_ENGINE, LCEL_CHAIN])
+def test_a_root_that_returned_nothing_leaves_the_answer_to_the_last_model_call(n):
+    # a traced function that returns None, as handle_question of the first question: MLflow records null;
+    # LlamaIndex's predict returns the text, LangChain's chat model a chat completion
+    reported, spans = CAPTURE[n]
+    root_of(spans).attributes["mlflow.spanOutputs"] = "null"
+    assert SpanMapper().map(spans).event["answer"]["text"] == reported["answer"]
+
+
+def test_a_root_span_that_records_no_inputs_or_outputs_takes_the_retrievers_question_and_the_models_answer():
+    # mlflow.start_span() records inputs and outputs only when the application sets them
+    reported, spans = CAPTURE[QUERY_ENGINE]
+    root = root_of(spans)
+    del root.attributes["mlflow.spanInputs"], root.attributes["mlflow.spanOutputs"]
+    root.attributes["mlflow.spanType"] = '"UNKNOWN"'
+    event = SpanMapper().map(spans).event
+    assert event["query"] == reported["question"] and event["answer"]["text"] == reported["answer"]
+
+
+def test_a_completion_called_by_the_application_itself_gives_its_text():
+    # llm.complete() without LlamaIndex's predict around it: MLflow records the CompletionResponse
+    reported, spans = CAPTURE[QUERY_ENGINE]
+    predict, complete = named(spans, "MockLLM.predict"), named(spans, "MockLLM.complete")
+    complete.parent_id = predict.parent_id
+    spans.remove(predict)
+    root_of(spans).attributes["mlflow.spanOutputs"] = "null"
+    assert json.loads(complete.attributes["mlflow.spanOutputs"])["text"] == reported["answer"]
+    assert SpanMapper().map(spans).event["answer"]["text"] == reported["answer"]
+
+
+def test_an_openai_completion_under_mlflows_autolog_gives_its_text():
+    # the legacy completions API: MLflow's OpenAI autolog makes an LLM span whose output is the Completion
+    _, spans = CAPTURE[TRACED_FUNCTIONS]
+    root, search = root_of(spans), named(spans, "search")
+    root.attributes["mlflow.spanOutputs"] = "null"
+    completion = {"id": "cmpl-1", "object": "text_completion", "created": 1764806400, "model": "gpt-3.5-turbo-instruct",
+                  "choices": [{"text": "The office opens at nine.", "index": 0, "logprobs": None,
+                               "finish_reason": "stop"}],
+                  "usage": {"prompt_tokens": 30, "completion_tokens": 6, "total_tokens": 36}}
+    spans.append(dataclasses.replace(search, span_id="c0ffee0000000001", parent_id=root.span_id, name="Completions",
+                                     start_ns=search.end_ns, end_ns=search.end_ns + 1_000_000, reading=None,
+                                     attributes={"mlflow.spanType": '"LLM"',
+                                                 "mlflow.spanOutputs": json.dumps(completion)}))
+    assert SpanMapper().map(spans).event["answer"]["text"] == "The office opens at nine."
+
+
+def test_a_chat_model_that_said_nothing_gives_no_answer():
+    _, spans = CAPTURE[LCEL_CHAIN]
+    root_of(spans).attributes["mlflow.spanOutputs"] = "null"
+    model = named(spans, "FakeListChatModel")
+    outputs = json.loads(model.attributes["mlflow.spanOutputs"])
+    outputs["choices"][0]["message"]["content"] = ""
+    model.attributes["mlflow.spanOutputs"] = json.dumps(outputs)
+    assert "answer" not in SpanMapper().map(spans).event
+
+
+@pytest.mark.parametrize(("attributes", "caller"), [
+    # through MLflow's span API (LiveSpan.set_attribute) every value is JSON text
+    ({"enduser.id": json.dumps("bob"), "ragmon.caller.groups": json.dumps(["staff", "hr"])},
+     {"id": "bob", "groups": ["staff", "hr"]}),
+    ({"enduser.id": json.dumps("bob"), "ragmon.caller.groups": json.dumps("staff, hr")},
+     {"id": "bob", "groups": ["staff", "hr"]}),
+    # through OpenTelemetry's current span (trace.get_current_span(), MLflow's span) the value itself
+    ({"user.id": "carol", "ragmon.caller.groups": ["staff", "hr"]}, {"id": "carol", "groups": ["staff", "hr"]}),
+    ({"user.id": "carol", "ragmon.caller.groups": "staff, hr"}, {"id": "carol", "groups": ["staff", "hr"]}),
+])
+def test_the_caller_the_application_sets_on_the_root(attributes, caller):
+    _, spans = CAPTURE[TRACED_FUNCTIONS]
+    root = root_of(spans)
+    for key in ("user.id", "session.id", "metadata"):
+        del root.attributes[key]
+    root.attributes.update(attributes)
+    assert SpanMapper().map(spans).event["caller"] == caller
+
+
+def test_a_reranker_without_a_model_name_and_a_retriever_langchain_names_empty_are_named_by_their_class():
+    _, spans = CAPTURE[QUERY_ENGINE]
+    named(spans, "KeywordOverlapRerank._postprocess_nodes").attributes["model_name"] = json.dumps("")
+    event = SpanMapper().map(spans).event
+    assert [r["retriever"] for r in event["retrievals"]] == ["BM25Retriever", "KeywordOverlapRerank"]
+    # LangChain's ls_retriever_name strips "Retriever" from the class name: a class called Retriever gets ""
+    _, spans = CAPTURE[LCEL_CHAIN]
+    retriever = named(spans, "BM25Retriever")
+    retriever.name = "Retriever"
+    metadata = json.loads(retriever.attributes["metadata"])
+    metadata["ls_retriever_name"] = ""
+    retriever.attributes["metadata"] = json.dumps(metadata)
+    assert [r["retriever"] for r in SpanMapper().map(spans).event["retrievals"]] == ["Retriever"]
