@@ -192,11 +192,14 @@ def test_a_chain_ending_with_the_chat_model_is_answered_by_its_message():
     assert SpanMapper().map(spans).event["answer"]["text"] == reported["answer"] == "Here is what the documents say."
 
 
-def test_the_index_version_in_the_traces_metadata():
+def test_the_index_version_in_the_traces_metadata_of_an_application_that_names_no_groups():
     _, spans = CAPTURE[OBSERVED]
     for s in spans:
+        del s.attributes["langfuse.trace.metadata.groups"]
         s.attributes["langfuse.trace.metadata.index_version"] = json.dumps("2026-12-01")
-    assert SpanMapper().map(spans).event["index"] == {"name": "policies", "version": "2026-12-01"}
+    event = SpanMapper().map(spans).event
+    assert event["index"] == {"name": "policies", "version": "2026-12-01"} and event["tenant"] == "langfuse"
+    assert event["caller"] == {"id": "langfuse-alice", "groups": []}
 
 
 def test_the_traces_groups_win_over_the_run_metadatas_in_whatever_form():

@@ -229,19 +229,25 @@ def test_a_completion_called_by_the_application_itself_gives_its_text():
     assert SpanMapper().map(spans).event["answer"]["text"] == reported["answer"]
 
 
-def test_an_openai_completion_under_mlflows_autolog_gives_its_text():
+COMPLETION = {"id": "cmpl-1", "object": "text_completion", "created": 1764806400, "model": "gpt-3.5-turbo-instruct",
+              "choices": [{"text": "The office opens at nine.", "index": 0, "logprobs": None, "finish_reason": "stop"}],
+              "usage": {"prompt_tokens": 30, "completion_tokens": 6, "total_tokens": 36}}
+
+
+@pytest.mark.parametrize(("name", "outputs"), [
     # the legacy completions API: MLflow's OpenAI autolog makes an LLM span whose output is the Completion
+    ("Completions", COMPLETION),
+    # the application's own model call, @mlflow.trace(span_type=SpanType.LLM) on a function returning text
+    ("stub_model", "The office opens at nine."),
+])
+def test_a_model_call_beside_the_retriever_gives_its_text(name, outputs):
     _, spans = CAPTURE[TRACED_FUNCTIONS]
     root, search = root_of(spans), named(spans, "search")
     root.attributes["mlflow.spanOutputs"] = "null"
-    completion = {"id": "cmpl-1", "object": "text_completion", "created": 1764806400, "model": "gpt-3.5-turbo-instruct",
-                  "choices": [{"text": "The office opens at nine.", "index": 0, "logprobs": None,
-                               "finish_reason": "stop"}],
-                  "usage": {"prompt_tokens": 30, "completion_tokens": 6, "total_tokens": 36}}
-    spans.append(dataclasses.replace(search, span_id="c0ffee0000000001", parent_id=root.span_id, name="Completions",
+    attributes = {"mlflow.spanType": '"LLM"', "mlflow.spanOutputs": json.dumps(outputs)}
+    spans.append(dataclasses.replace(search, span_id="c0ffee0000000001", parent_id=root.span_id, name=name,
                                      start_ns=search.end_ns, end_ns=search.end_ns + 1_000_000, reading=None,
-                                     attributes={"mlflow.spanType": '"LLM"',
-                                                 "mlflow.spanOutputs": json.dumps(completion)}))
+                                     attributes=attributes))
     assert SpanMapper().map(spans).event["answer"]["text"] == "The office opens at nine."
 
 
