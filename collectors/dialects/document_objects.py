@@ -46,7 +46,7 @@ def json_documents(value: Any, attribute: str, problems: Problems) -> list[RawDo
 def _document(item: dict[str, Any], where: str, attribute: str, problems: Problems) -> RawDocument:
     node = item.get("node")
     if isinstance(node, dict):  # LlamaIndex's NodeWithScore
-        return make_document(node.get("id_", node.get("id")), item.get("score"), node.get("text"),
+        return make_document(node.get("id_"), item.get("score"), node.get("text"),
                              node.get("metadata"), where, problems, metadata_attribute=attribute)
     content = next((item[k] for k in _CONTENT_KEYS if isinstance(item.get(k), str)), None)
     score = item.get("score")

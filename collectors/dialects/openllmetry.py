@@ -151,15 +151,15 @@ def _python_json(text: Any) -> Any:
 
 
 def _llamaindex_documents(output: str, problems: Problems) -> list[RawDocument] | None:
-    """A JSON array of NodeWithScore objects, each JSON text itself (or an object); None when
-    the array cannot be read."""
+    """A JSON array of NodeWithScore objects, each JSON text itself (the instrumentation's encoder
+    writes each as its ``to_json()``); None when the array cannot be read."""
     listed = _python_json(output)
     if not isinstance(listed, list):
         problems.append((ENTITY_OUTPUT, f"`{ENTITY_OUTPUT}` is not a JSON array"))
         return None
     documents = []
     for i, item in enumerate(listed):
-        scored = item if isinstance(item, dict) else _python_json(item)
+        scored = _python_json(item)
         node = scored.get("node") if isinstance(scored, dict) else None
         if not isinstance(node, dict):
             problems.append((ENTITY_OUTPUT, f"`{ENTITY_OUTPUT}[{i}]` is not a NodeWithScore"))

@@ -86,12 +86,12 @@ def _store(span: Any) -> str | None:
 REPR_METADATA = frozenset({"pinecone"})
 
 
-def result_documents(span_events: Iterable[Any], problems: Problems,
-                     python_repr_metadata: bool = False) -> list[RawDocument]:
+def result_documents(span_events: Iterable[Any], problems: Problems, *,
+                     python_repr_metadata: bool) -> list[RawDocument]:
     """The results reported as ``db.query.result`` span events with ``db.query.result.*``
     attributes (a scalar query's rows, without them, are not results). With
-    ``python_repr_metadata`` (Pinecone), the metadata is a dict's repr, its ``text`` the passage
-    text when the event has no document, and the score is not kept; the result's vector
+    ``python_repr_metadata`` (Pinecone, which records no document), the metadata is a dict's repr,
+    its ``text`` the passage text, and the score is not kept; the result's vector
     (``db.query.result.vector``) is never read."""
     documents: list[RawDocument] = []
     for event in span_events:
@@ -104,7 +104,7 @@ def result_documents(span_events: Iterable[Any], problems: Problems,
             where = f"{sc.DB_RESULT_EVENT}.{len(documents)}"
             metadata = _entity(None if metadata == "None" else metadata, where, problems,
                                attribute="db.query.result.metadata", field="metadata", of="metadata fields")
-            text = text if text is not None else metadata.pop(_TEXT_FIELD, None)
+            text = metadata.pop(_TEXT_FIELD, None)
             score = None
         documents.append(make_document(a.get(sc.DB_RESULT + "id"), score, text, metadata, sc.DB_RESULT_EVENT,
                                        problems, metadata_attribute="db.query.result.metadata"))
@@ -142,21 +142,19 @@ def search_result_documents(span_events: Iterable[Any], problems: Problems) -> l
 
 def _entity(value: Any, where: str, problems: Problems, attribute: str = "db.search.result.entity",
             field: str = "entity", of: str = "output fields") -> dict[str, Any]:
-    """A result's output fields (or metadata): a dict, or the text of one (Python's repr, or JSON);
-    {} when absent. A problem names ``attribute``, and the value as ``where.field``."""
+    """A result's output fields (or metadata): a dict, or the text of one as the instrumentations
+    write it (``str(dict)``: Python's repr); {} when absent. A problem names ``attribute``, and
+    the value as ``where.field``."""
     if value is None or isinstance(value, dict):
         return dict(value or {})
-    parsed: Any = None
-    if isinstance(value, str) and len(value) <= MAX_ENTITY_CHARS:
-        parsed = sc.parse_json_text(value)
-        if parsed is None:
-            try:  # literals only: a name, a call or an operator is refused, never evaluated
-                parsed = ast.literal_eval(value)
-            except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
-                parsed = None
-    if not isinstance(parsed, dict):
-        problems.append((attribute, f"`{where}.{field}` is not a dict of {of}"
-                         + ("" if isinstance(value, str) and len(value) <= MAX_ENTITY_CHARS
-                            else f" of at most {MAX_ENTITY_CHARS} characters")))
-        return {}
-    return parsed
+    fits = isinstance(value, str) and len(value) <= MAX_ENTITY_CHARS
+    if fits:
+        try:  # literals only: a name, a call or an operator is refused, never evaluated
+            parsed = ast.literal_eval(value)
+        except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
+            parsed = None
+        if isinstance(parsed, dict):
+            return parsed
+    problems.append((attribute, f"`{where}.{field}` is not a dict of {of}"
+                     + ("" if fits else f" of at most {MAX_ENTITY_CHARS} characters")))
+    return {}
