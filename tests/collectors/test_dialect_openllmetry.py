@@ -142,6 +142,17 @@ def test_a_llamaindex_output_cut_short_is_named_and_lists_nothing():
     assert reading.problems == [(OUTPUT, f"`{OUTPUT}` is not a JSON array")]
 
 
+def test_an_item_that_is_no_node_with_score_is_named_and_the_nodes_after_it_kept():
+    # malformed input (the instrumentation writes every item as a NodeWithScore's to_json()): one
+    # odd item costs that item alone, never the trace
+    output = json.dumps([node_with_score("pay#0", "Payroll.", 0.9, doc_id="pay"), "not a node",
+                         node_with_score("leave#0", "Leave.", 0.5, doc_id="leave")])
+    reading = Dialects().read(llamaindex(2, 1, "VectorIndexRetriever.task", 1, 20, output,
+                                         query_bundle={"query_str": "q"}))
+    assert reading.problems == [(OUTPUT, f"`{OUTPUT}[1]` is not a NodeWithScore")]
+    assert [d.id for d in reading.documents] == ["pay#0", "leave#0"]
+
+
 def test_an_empty_list_that_is_no_search_is_no_list_and_a_generation_gives_the_answer_and_tokens():
     # the application's own root span; a text splitter given an empty text returns [] (not a retrieval);
     # the custom LLM's span: gen_ai.operation.name, its output messages and token counts
