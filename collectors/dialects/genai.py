@@ -68,11 +68,12 @@ def documents_of(attributes: Mapping[str, Any], problems: Problems) -> list[RawD
 
 def output_text(value: Any) -> str | None:
     """The first text part of ``gen_ai.output.messages`` (structured or JSON text), or the value
-    itself when it is plain text."""
+    itself when it is plain text. JSON text cut short (an SDK's attribute length limit) is no
+    answer: the start of the messages' JSON is not what the model said."""
     if isinstance(value, str):
         parsed = parse_json_text(value)
         if parsed is None:
-            return value or None  # plain text
+            return value if value and value.lstrip()[:1] not in ("[", "{") else None  # plain text
         value = parsed
     for message in value if isinstance(value, list) else []:
         parts = message.get("parts") if isinstance(message, dict) else None

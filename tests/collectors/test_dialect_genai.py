@@ -78,3 +78,10 @@ def test_values_that_break_the_conventions_are_no_documents_and_no_answer_and_no
     for output in (["Five days."], [{"role": "assistant", "finish_reason": "stop"}],
                    [{"role": "assistant", "parts": "Five days."}]):
         assert "answer" not in SpanMapper().map([ROOT, retrieval([{"id": "a"}]), chat(output)]).event
+    # output messages cut by the attribute length limit: no answer, not the start of their JSON
+    whole = json.dumps([{"role": "assistant", "parts": [{"type": "text", "content": "Five days."}]}])
+    for cut in (whole[:40], " " + whole[:40]):
+        assert "answer" not in SpanMapper().map([ROOT, retrieval([{"id": "a"}]), chat(cut)]).event
+    # plain text (not the conventions' messages) is taken as it is
+    plain = SpanMapper().map([ROOT, retrieval([{"id": "a"}]), chat("Five days.")]).event
+    assert plain["answer"]["text"] == "Five days."
