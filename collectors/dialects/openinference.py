@@ -21,6 +21,14 @@ from ragmon.collectors.dialects.base import (
 from ragmon.collectors.semconv import json_object, scalar_text
 from ragmon.collectors.span_reading import RawDocument, make_document
 
+#: What OpenInference writes in place of a value its TraceConfig hides (openinference-instrumentation's
+#: ``config.py``: ``REDACTED_VALUE = "__REDACTED__"``, written by ``TraceConfig.mask`` for
+#: ``input.value`` and ``reranker.query`` under OPENINFERENCE_HIDE_INPUTS, ``output.value`` under
+#: HIDE_OUTPUTS, a retrieval document's content and metadata under HIDE_RETRIEVAL_DOCUMENTS or
+#: HIDE_OUTPUTS, an output message's content under HIDE_OUTPUT_TEXT). It is no data: read as absent,
+#: so a hidden question is no question, a hidden answer no answer, and hidden content names no passage.
+REDACTED = "__REDACTED__"
+
 _KINDS = {sc.RETRIEVER: ("retriever", sc.RETRIEVAL_DOCUMENTS), sc.RERANKER: ("reranker", sc.RERANKER_OUTPUT_DOCUMENTS)}
 
 
@@ -51,17 +59,17 @@ class OpenInference(Dialect):
         return langchain if isinstance(langchain, str) and langchain else short_name(span.name)
 
     def list_question(self, span: Any) -> str | None:
-        return (value_text(span, sc.INPUT_VALUE, sc.INPUT_MIME_TYPE, QUERY_KEYS)
-                or scalar_text(span.attributes.get(sc.RERANKER_QUERY)))
+        return (_shown(value_text(span, sc.INPUT_VALUE, sc.INPUT_MIME_TYPE, QUERY_KEYS))
+                or _shown(scalar_text(span.attributes.get(sc.RERANKER_QUERY))))
 
     def is_chain(self, span: Any) -> bool:
         return str(span.attributes.get(sc.SPAN_KIND, "")).upper() in (sc.CHAIN, sc.AGENT)
 
     def root_question(self, span: Any) -> str | None:
-        return value_text(span, sc.INPUT_VALUE, sc.INPUT_MIME_TYPE, QUERY_KEYS)
+        return _shown(value_text(span, sc.INPUT_VALUE, sc.INPUT_MIME_TYPE, QUERY_KEYS))
 
     def root_answer(self, span: Any) -> str | None:
-        return value_text(span, sc.OUTPUT_VALUE, sc.OUTPUT_MIME_TYPE, ANSWER_KEYS)
+        return _shown(value_text(span, sc.OUTPUT_VALUE, sc.OUTPUT_MIME_TYPE, ANSWER_KEYS))
 
     def is_generation(self, span: Any) -> bool:
         """A model call. Haystack's prompt builders are reported as LLM spans too: a span with a
@@ -74,8 +82,9 @@ class OpenInference(Dialect):
 
     def generation_answer(self, span: Any) -> str | None:
         a = span.attributes
-        return scalar_text(a.get(sc.LLM_OUTPUT_MESSAGE)) or (
-            scalar_text(a.get(sc.OUTPUT_VALUE)) if a.get(sc.OUTPUT_MIME_TYPE) != sc.JSON_MIME_TYPE else None)
+        # each hidden on its own: HIDE_OUTPUT_TEXT hides the message but leaves output.value
+        return _shown(scalar_text(a.get(sc.LLM_OUTPUT_MESSAGE))) or (
+            _shown(scalar_text(a.get(sc.OUTPUT_VALUE))) if a.get(sc.OUTPUT_MIME_TYPE) != sc.JSON_MIME_TYPE else None)
 
     def tokens(self, span: Any) -> tuple[Any, Any]:
         a = span.attributes
@@ -103,9 +112,14 @@ def documents_of(attributes: Mapping[str, Any], prefix: str, problems: Problems)
     documents = []
     for n in sorted(found, key=int):
         d = found[n]
-        documents.append(make_document(d.get("id"), d.get("score"), d.get("content"), d.get("metadata"),
-                                       f"{head}{n}.document", problems))
+        documents.append(make_document(d.get("id"), d.get("score"), _shown(d.get("content")),
+                                       _shown(d.get("metadata")), f"{head}{n}.document", problems))
     return documents
+
+
+def _shown(value: Any) -> Any:
+    """``value``, or None where OpenInference hid it (one string compare where a value is read)."""
+    return None if value == REDACTED else value
 
 
 def _with_output_ids(attributes: dict[str, Any], documents: list[RawDocument]) -> list[RawDocument]:

@@ -158,3 +158,82 @@ def test_an_empty_output_is_no_answer():
                  llm__output_messages__0__message__role="assistant", llm__output_messages__0__message__content="")
     event = SpanMapper().map([root, found, model]).event
     assert event["query"] == "how many days?" and "answer" not in event
+
+
+# What OpenInference's TraceConfig.mask writes when the application hides values
+# (openinference-instrumentation 0.1.x, openinference/instrumentation/config.py: REDACTED_VALUE and
+# TraceConfig.mask): the attribute kept with the value "__REDACTED__", or dropped.
+HIDDEN = "__REDACTED__"
+
+
+def test_hidden_inputs_are_no_question():
+    # OPENINFERENCE_HIDE_INPUTS: input.value is "__REDACTED__" and input.mime_type dropped on every
+    # span, reranker.query is "__REDACTED__", reranker.input_documents and llm.input_messages dropped
+    root = span(1, None, "RetrieverQueryEngine.query", 0, 100, openinference__span__kind="CHAIN",
+                input__value=HIDDEN, output__value="Five days.")
+    found = with_documents(span(2, 1, "VectorIndexRetriever.retrieve", 10, 20, openinference__span__kind="RETRIEVER",
+                                input__value=HIDDEN),
+                           "retrieval.documents", [{"id": "a", "score": 0.4, "content": "leave: five days"},
+                                                   {"id": "b", "score": 0.3, "content": "payroll"}])
+    reranked = with_documents(span(3, 1, "reranking", 21, 30, openinference__span__kind="RERANKER",
+                                   reranker__query=HIDDEN, reranker__top_k=1, reranker__model_name="m"),
+                              "reranker.output_documents", [{"id": "a", "score": 0.8, "content": "leave: five days"}])
+    event = SpanMapper().map([root, found, reranked]).event
+    assert event["query"] == ""  # as for a trace that carries no question
+    assert [r.get("query") for r in event["retrievals"]] == [None, None]
+    assert ids(event) == [["a", "b"], ["a"]] and event["answer"]["text"] == "Five days."
+    dialect = Dialects().by_scope(SCOPE)
+    assert dialect.root_question(root) is None and dialect.list_question(reranked) is None
+
+
+def test_hidden_outputs_are_no_answer_and_hidden_content_names_no_passage():
+    # OPENINFERENCE_HIDE_OUTPUTS: output.value is "__REDACTED__" and output.mime_type dropped on every
+    # span; each retrieval document's content and metadata are "__REDACTED__"; llm.output_messages and
+    # reranker.output_documents are dropped
+    root = span(1, None, "RunnableSequence", 0, 100, openinference__span__kind="CHAIN",
+                input__value="how many days?", output__value=HIDDEN)
+    hidden = {"content": HIDDEN, "metadata": HIDDEN}
+    found = with_documents(span(2, 1, "VectorStoreRetriever", 10, 20, openinference__span__kind="RETRIEVER",
+                                input__value="how many days?", output__value=HIDDEN),
+                           "retrieval.documents", [{"id": "leave#4", "score": 0.4, **hidden},
+                                                   {"score": 0.3, **hidden}, {"score": 0.2, **hidden}])
+    model = span(3, 1, "ChatOpenAI", 30, 90, openinference__span__kind="LLM", llm__model_name="gpt-4o-mini",
+                 output__value=HIDDEN)
+    reading = Dialects().read(found)
+    assert [(d.id, d.content, d.metadata) for d in reading.documents] == [("leave#4", None, {}), (None, None, {}),
+                                                                          (None, None, {})]
+    assert reading.problems == []  # a hidden metadata is no malformed one
+    mapped = SpanMapper().map([root, found, model])
+    # the two content-only passages are not named: hidden content would give them one and the same id
+    assert ids(mapped.event) == [["leave#4"]] and "text" not in mapped.event["retrievals"][0]["passages"][0]
+    assert mapped.unmapped == 2 and not mapped.derived
+    # neither the chain's nor the model's hidden output is an answer: the outcome is unknown, not answered
+    assert "answer" not in mapped.event and mapped.event["query"] == "how many days?"
+
+
+def test_hidden_retrieval_documents_leave_ids_and_unnamed_passages():
+    # OPENINFERENCE_HIDE_RETRIEVAL_DOCUMENTS: only the documents' content and metadata are hidden
+    found = with_documents(span(1, None, "BM25Retriever.retrieve", 0, 10, openinference__span__kind="RETRIEVER",
+                                input__value="how many days?"),
+                           "retrieval.documents", [{"id": "node-1", "score": 2.0, "content": HIDDEN,
+                                                    "metadata": HIDDEN}, {"content": HIDDEN}])
+    mapped = SpanMapper().map([found])
+    assert ids(mapped.event) == [["node-1"]] and mapped.unmapped == 1
+    assert mapped.event["query"] == "how many days?"
+
+
+def test_a_generation_whose_output_text_is_hidden_answers_by_its_output_value():
+    # OPENINFERENCE_HIDE_OUTPUT_TEXT: the output message's content is "__REDACTED__", output.value kept
+    root = span(1, None, "chat", 0, 100, openinference__span__kind="CHAIN", input__value="how many days?")
+    found = with_documents(span(2, 1, "retrieve", 1, 10, openinference__span__kind="RETRIEVER"),
+                           "retrieval.documents", [{"id": "a"}])
+
+    def model(**attributes) -> Span:
+        return span(3, 1, "OpenAI.complete", 11, 90, openinference__span__kind="LLM", llm__model_name="gpt-4o-mini",
+                    llm__output_messages__0__message__role="assistant", **attributes)
+
+    shown = model(llm__output_messages__0__message__content=HIDDEN, output__value="Five days.")
+    assert SpanMapper().map([root, found, shown]).event["answer"]["text"] == "Five days."
+    # both hidden (HIDE_OUTPUT_TEXT with HIDE_OUTPUTS' output.value): no answer
+    hidden = model(llm__output_messages__0__message__content=HIDDEN, output__value=HIDDEN)
+    assert "answer" not in SpanMapper().map([root, found, hidden]).event
