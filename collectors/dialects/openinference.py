@@ -112,8 +112,10 @@ def documents_of(attributes: Mapping[str, Any], prefix: str, problems: Problems)
     documents = []
     for n in sorted(found, key=int):
         d = found[n]
-        documents.append(make_document(d.get("id"), d.get("score"), _shown(d.get("content")),
-                                       _shown(d.get("metadata")), f"{head}{n}.document", problems))
+        content, metadata = d.get("content"), d.get("metadata")
+        # compared inline, not through _shown: this runs for every passage
+        documents.append(make_document(d.get("id"), d.get("score"), None if content == REDACTED else content,
+                                       None if metadata == REDACTED else metadata, f"{head}{n}.document", problems))
     return documents
 
 
