@@ -6,6 +6,7 @@ the answer to the request that brought the span, never failing its trace). The d
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -108,19 +109,46 @@ def passage_fields(metadata: Mapping[str, Any]) -> tuple[dict[str, Any], list[st
     return fields, wrong
 
 
+#: JSON metadata texts up to this length have their reading remembered (longer ones are read anew)
+MAX_CACHED_METADATA_CHARS = 1024
+CACHED_METADATA_TEXTS = 4096  # the readings remembered: a few MB at most
+
+
+@functools.lru_cache(maxsize=CACHED_METADATA_TEXTS)
+def _read_metadata_text(text: str) -> tuple[dict[str, Any] | None, dict[str, Any], tuple[str, ...]]:
+    """A JSON metadata text's object (None when it is not one), its passage fields and the names
+    of those of the wrong kind. A document's metadata text recurs in every trace that retrieves it:
+    its reading is remembered, and never changed (:func:`make_document` hands out copies)."""
+    parsed = parse_json_text(text)
+    if type(parsed) is not dict:
+        return None, {}, ()
+    fields, wrong = passage_fields(parsed)
+    return parsed, fields, tuple(wrong)
+
+
 def make_document(id_: Any, score: Any, content: Any, metadata: Any, where: str, problems: list[tuple[str, str]],
                   metadata_attribute: str = "document.metadata") -> RawDocument:
     """One document from its parts; ``where`` names it in problems (``retrieval.documents.3.document``)."""
     number = finite_number(score) if score is not None else None
     if score is not None and number is None:
         problems.append(("document.score", f"`{where}.score` is not a finite number"))
-    if type(metadata) is str:
-        parsed = parse_json_text(metadata)
-        if type(parsed) is not dict:
+    if type(metadata) is str and len(metadata) <= MAX_CACHED_METADATA_CHARS:
+        parsed, fields, wrong = _read_metadata_text(metadata)
+        if parsed is None:
             problems.append((metadata_attribute, f"`{where}.metadata` is not a JSON object"))
-        metadata = parsed
-    metadata = metadata if type(metadata) is dict else {}
-    fields, wrong = passage_fields(metadata)
+            metadata = {}
+        else:
+            # the document's own containers (a dialect may take a field out of its metadata); the
+            # values inside are shared, and nothing changes them
+            metadata, fields = parsed.copy(), fields.copy()
+    else:
+        if type(metadata) is str:
+            parsed = parse_json_text(metadata)
+            if type(parsed) is not dict:
+                problems.append((metadata_attribute, f"`{where}.metadata` is not a JSON object"))
+            metadata = parsed
+        metadata = metadata if type(metadata) is dict else {}
+        fields, wrong = passage_fields(metadata)
     if wrong:
         problems.extend((metadata_attribute, f"`{where}.metadata`: `{name}` has a value of the wrong kind")
                         for name in wrong)

@@ -65,3 +65,36 @@ def test_a_document_names_each_field_of_the_wrong_kind_in_its_metadata():
     assert (document.id, document.score, document.content, document.fields) == ("d#1", 0.5, "text", {"doc_id": "d"})
     assert sorted(problems) == [("document.metadata", "`w.metadata`: `acl` has a value of the wrong kind"),
                                 ("document.metadata", "`w.metadata`: `span` has a value of the wrong kind")]
+
+
+def test_a_metadata_text_read_again_gives_the_same_document_and_problems_each_time():
+    text = '{"doc_id": "d", "doc_version": "v2", "span": [9, 1], "indexed_at": "2026-11-12T09:43:34.805Z"}'
+    first: list[tuple[str, str]] = []
+    second: list[tuple[str, str]] = []
+    one = make_document("d#1", 0.5, "text", text, "a", first)
+    two = make_document("d#1", 0.5, "text", text, "b", second)
+    assert one == two
+    assert one.fields == {"doc_id": "d", "doc_version": "v2", "indexed_at": NOVEMBER}
+    assert first == [("document.metadata", "`a.metadata`: `span` has a value of the wrong kind")]
+    assert second == [("document.metadata", "`b.metadata`: `span` has a value of the wrong kind")]
+    # each document's metadata and fields are its own: changing one leaves the next reading as it was
+    one.metadata.pop("doc_id")
+    one.fields["doc_id"] = "changed"
+    three = make_document("d#1", 0.5, "text", text, "c", [])
+    assert three.metadata["doc_id"] == "d" and three.fields["doc_id"] == "d"
+
+
+@pytest.mark.parametrize("text", ["[1, 2]", "not json", '"a string"'])
+def test_a_metadata_text_that_is_no_object_is_named_every_time(text):
+    for where in ("a", "b"):
+        problems: list[tuple[str, str]] = []
+        document = make_document("d#1", None, None, text, where, problems)
+        assert (document.metadata, document.fields) == ({}, {})
+        assert problems == [("document.metadata", f"`{where}.metadata` is not a JSON object")]
+
+
+def test_a_long_metadata_text_is_read_as_a_short_one():
+    long_text = '{"doc_id": "d", "note": "' + "x" * 2000 + '"}'
+    problems: list[tuple[str, str]] = []
+    document = make_document("d#1", None, None, long_text, "w", problems)
+    assert document.fields == {"doc_id": "d"} and document.metadata["note"] == "x" * 2000 and problems == []
