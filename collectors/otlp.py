@@ -126,9 +126,8 @@ class TraceAssembler:
             new = {s.trace_id for s in spans} - self._traces.keys()
             if len(self._traces) + len(new) > self._max_traces:
                 raise AssemblerFull(f"{len(self._traces)} traces are being assembled")
-            if self._max_bytes is not None and self._bytes + wire_bytes > self._max_bytes:
-                raise AssemblerFull(f"{self._bytes / 1e6:.1f} MB of spans are being assembled "
-                                    "(otlp.max_pending_bytes)")
+            if (full := self.refuses(wire_bytes)) is not None:
+                raise AssemblerFull(full)
             rejected = 0
             for span in spans:
                 pending = self._traces.get(span.trace_id)
@@ -145,6 +144,14 @@ class TraceAssembler:
                     pending.rooted = True
                 self._traces.move_to_end(span.trace_id)
             return rejected
+
+    def refuses(self, wire_bytes: int) -> str | None:
+        """Why a request body of ``wire_bytes`` would be refused whatever its spans (the held bytes
+        are at their bound), else None: :meth:`add` would raise :class:`AssemblerFull` with it."""
+        held = self._bytes  # one float read: no lock needed for a hint that add() checks again
+        if self._max_bytes is not None and held + wire_bytes > self._max_bytes:
+            return f"{held / 1e6:.1f} MB of spans are being assembled (otlp.max_pending_bytes)"
+        return None
 
     def due(self, everything: bool = False) -> list[list[Span]]:
         """Remove and return the traces quiet for ``wait`` seconds, or for ``root_grace`` seconds
@@ -215,6 +222,11 @@ class OtlpReceiver:
         media = content_type.split(";")[0].strip().lower()
         if media not in (PROTOBUF, JSON):
             return self._answer(media if media == JSON else PROTOBUF, 415, f"unsupported content type {media!r}")
+        # Full by the bytes held, the request is refused whatever it holds: before it is parsed and
+        # its spans read, which is most of the cost of a request, paid again at each of the client's
+        # retries while the assembler stays full (as often as once a request under a sustained load)
+        if (full := self._assembler.refuses(len(body))) is not None:
+            return self._answer(media, 503, full, {"Retry-After": "2"})
         try:
             spans = parse_protobuf(body) if media == PROTOBUF else parse_json(body)
         except PayloadError as error:

@@ -173,6 +173,24 @@ def test_the_assembler_holds_at_most_its_bytes_of_spans():
     assert assembler.add(spans_of("b" * 32, 1), wire_bytes=600) == 0
 
 
+def test_a_body_over_the_bytes_left_is_refused_before_it_is_read(monkeypatch):
+    """Full by the bytes held, the receiver answers 503 without parsing the body or reading its
+    spans: a client retrying it while the assembler stays full costs next to nothing."""
+    import ragmon.collectors.otlp as otlp
+
+    assembler = TraceAssembler(wait=5.0, max_traces=100, max_spans=100, clock=FakeClock(), max_bytes=1000)
+    assert assembler.refuses(1000) is None
+    assert assembler.add(spans_of("a" * 32, 10), wire_bytes=600) == 0
+    assert assembler.refuses(400) is None and "otlp.max_pending_bytes" in assembler.refuses(401)
+    parsed = []
+    monkeypatch.setattr(otlp, "parse_protobuf", lambda body: parsed.append(body) or [])
+    receiver = OtlpReceiver(assembler, lambda records, events: None)
+    refused = receiver.receive(b"\x00" * 401, "application/x-protobuf")
+    assert (refused.status, refused.headers, parsed) == (503, {"Retry-After": "2"}, [])
+    assert b"otlp.max_pending_bytes" in refused.body
+    assert receiver.receive(b"\x00" * 400, "application/x-protobuf").status == 200 and len(parsed) == 1
+
+
 def test_a_trace_whose_root_span_arrived_waits_only_the_root_grace():
     clock = FakeClock()
     assembler = TraceAssembler(wait=5.0, max_traces=10, max_spans=10, clock=clock, root_grace=1.0)
