@@ -68,11 +68,7 @@ def committed(kafka, group: str, topic: str) -> dict[int, int]:
     """The group's committed offset per partition of ``topic`` (missing: nothing committed)."""
 
     def list_offsets() -> dict:
-        admin = KafkaAdminClient(bootstrap_servers=kafka.bootstrap_servers)
-        try:
-            return admin.list_group_offsets(group).get(group, {})
-        finally:
-            admin.close()
+        return kafka.admin_call(lambda admin: admin.list_group_offsets(group).get(group, {}))
 
     offsets = kafka_call(list_offsets, f"listing the committed offsets of group {group}", deadline=DEADLINE)
     return {tp.partition: meta.offset for tp, meta in offsets.items() if tp.topic == topic and meta.offset >= 0}
