@@ -8,11 +8,19 @@ passed.
 from __future__ import annotations
 
 import os
+import sys
 from collections.abc import Iterator
 
 import pytest
 
 from tests.services.harness import Alertmanager, Kafka, LabelStudio, Postgres, Prometheus
+
+# pytest caches each test module's assert-rewritten code beside it (__pycache__/*-pytest-*.pyc),
+# but not where PYTHONDONTWRITEBYTECODE is set (as on the development machine): every pytest
+# process then parsed, rewrote and compiled every test module anew, 10 s of CPU of the 15 s a
+# collection of the suite takes, in each of `make test`'s workers. The flag is cleared in this
+# process only (its subprocesses keep the environment); the rewrite checks it as each module loads.
+sys.dont_write_bytecode = False
 
 
 @pytest.fixture(scope="session")
