@@ -9,11 +9,13 @@ that describes the corpus. Deterministic for a given seed and start time.
 
 from __future__ import annotations
 
+import heapq
 import random
 from collections import Counter
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from functools import lru_cache
 from typing import Any, Literal
 
 from ragmon.monitor.core.emit import Emitter, ListTransport
@@ -35,6 +37,9 @@ REFUSALS = ["I don't know based on the provided documents.",
 GROUPS = ["staff", "hr", "finance", "engineering", "support", "managers", "contractors"]
 
 
+# Memoized: every context passage carries its document's index times, a few hundred distinct
+# values written hundreds of thousands of times in a long run
+@lru_cache(maxsize=4096)
 def iso(seconds: float) -> str:
     return datetime.fromtimestamp(seconds, UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
@@ -164,12 +169,15 @@ class Simulator:
     def traffic(self, traces: int) -> Iterator[dict[str, Any]]:
         """``traces`` questions, each a trace event, with rephrases of some (more trace events,
         later) and feedback interleaved, in time order. ``asked`` counts the questions yielded."""
-        pending: list[tuple[float, dict[str, Any]]] = []
+        # Events due later, in a heap by (time, order added): the order a stable sort by time gives,
+        # without sorting the whole list (thousands of late feedback events) after every question
+        pending: list[tuple[float, int, dict[str, Any]]] = []
+        added = 0
         self.asked = 0
         for n in range(traces):
             self.now += self.rng.expovariate(self.rate)
             while pending and pending[0][0] <= self.now:
-                yield pending.pop(0)[1]
+                yield heapq.heappop(pending)[2]
             for incident in self.incidents:
                 if incident.start == n:
                     yield from self._begin(incident)
@@ -184,15 +192,17 @@ class Simulator:
                 again = self.trace(caller, index, rephrase_of=trace["query"])
                 delay = self.rng.uniform(5, 90)
                 again["time"] = iso(self.now + delay)
-                pending.append((self.now + delay, again))
+                heapq.heappush(pending, (self.now + delay, added, again))
+                added += 1
                 self.injected[("rephrase", caller.tenant, index)] += 1
             if self.rng.random() < self.feedback_probability:
                 delay = self.rng.uniform(10, 1800)
                 feedback = self.feedback(trace)
                 feedback["time"] = iso(self.now + delay)
-                pending.append((self.now + delay, feedback))
-            pending.sort(key=lambda item: item[0])
-        for when, event in pending:  # the stragglers: late feedback and rephrases
+                heapq.heappush(pending, (self.now + delay, added, feedback))
+                added += 1
+        while pending:  # the stragglers: late feedback and rephrases
+            when, _, event = heapq.heappop(pending)
             self.now = max(self.now, when)
             yield event
 
