@@ -12,7 +12,7 @@ from ragmon.collectors.dialects import Dialects
 from ragmon.collectors.span_mapping import SpanMapper
 from ragmon.collectors.unread.closest import RETRIEVAL, Closest, RegistryDialects
 from tests.clients.expect import passage_id
-from tests.collectors.dialect_spans import Capture
+from tests.collectors.dialect_spans import Capture, named, root_of
 
 CAPTURE = Capture("langfuse_5_2")
 CHAIN, SECOND_CHAIN, RETRIEVER_ALONE, OBSERVED, LLAMAINDEX = range(5)
@@ -138,13 +138,6 @@ def test_a_retriever_that_found_nothing_says_so_and_one_without_its_output_does_
     reading = Dialects().read(search)
     assert (reading.kind, reading.documents, reading.silent, reading.problems) == ("retriever", [], True, [])
 
-
-def named(spans, name):
-    return next(s for s in spans if s.name == name)
-
-
-def root_of(spans):
-    return next(s for s in spans if not s.parent_id)
 
 
 def test_a_generations_usage_details_are_the_traces_usage():

@@ -13,7 +13,7 @@ from ragmon.collectors.dialects import Dialects
 from ragmon.collectors.span_mapping import SpanMapper
 from ragmon.collectors.unread.closest import RETRIEVAL, Closest, RegistryDialects
 from tests.clients.expect import passage_id
-from tests.collectors.dialect_spans import Capture
+from tests.collectors.dialect_spans import Capture, named, root_of
 
 CAPTURE = Capture("mlflow_3_17")
 RETRIEVER_ALONE, QUERY_ENGINE, LCEL_CHAIN, LANGCHAIN_RETRIEVER, TRACED_FUNCTIONS = range(5)
@@ -178,13 +178,6 @@ def test_a_retriever_that_found_nothing_is_an_empty_context_and_one_without_its_
     expected = [passage_id(d)[0] for d in reported["lists"][0]]
     assert ids(event) == [expected] and context_of(event) == expected
 
-
-def named(spans, name):
-    return next(s for s in spans if s.name == name)
-
-
-def root_of(spans):
-    return next(s for s in spans if not s.parent_id)
 
 
 def test_a_models_token_usage_is_the_traces_usage():

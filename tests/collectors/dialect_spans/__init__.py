@@ -28,3 +28,13 @@ class Capture:
         """``(reported, spans)`` of question ``n``."""
         fixture = self._fixtures[n]
         return fixture["reported"], parse_json(json.dumps(fixture["export"]).encode())
+
+
+def named(spans: list[Span], name: str) -> Span:
+    """The span of ``spans`` called ``name``."""
+    return next(s for s in spans if s.name == name)
+
+
+def root_of(spans: list[Span]) -> Span:
+    """The span of ``spans`` without a parent."""
+    return next(s for s in spans if not s.parent_id)
