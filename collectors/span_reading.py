@@ -114,16 +114,19 @@ MAX_CACHED_METADATA_CHARS = 1024
 CACHED_METADATA_TEXTS = 4096  # the readings remembered: a few MB at most
 
 
-@functools.lru_cache(maxsize=CACHED_METADATA_TEXTS)
 def _read_metadata_text(text: str) -> tuple[dict[str, Any] | None, dict[str, Any], tuple[str, ...]]:
     """A JSON metadata text's object (None when it is not one), its passage fields and the names
-    of those of the wrong kind. A document's metadata text recurs in every trace that retrieves it:
-    its reading is remembered, and never changed (:func:`make_document` hands out copies)."""
+    of those of the wrong kind."""
     parsed = parse_json_text(text)
     if type(parsed) is not dict:
         return None, {}, ()
     fields, wrong = passage_fields(parsed)
     return parsed, fields, tuple(wrong)
+
+
+# A document's metadata text recurs in every trace that retrieves it: the reading of a short one is
+# remembered, and never changed (make_document hands out copies)
+_read_short_metadata_text = functools.lru_cache(maxsize=CACHED_METADATA_TEXTS)(_read_metadata_text)
 
 
 def make_document(id_: Any, score: Any, content: Any, metadata: Any, where: str, problems: list[tuple[str, str]],
@@ -132,8 +135,9 @@ def make_document(id_: Any, score: Any, content: Any, metadata: Any, where: str,
     number = finite_number(score) if score is not None else None
     if score is not None and number is None:
         problems.append(("document.score", f"`{where}.score` is not a finite number"))
-    if type(metadata) is str and len(metadata) <= MAX_CACHED_METADATA_CHARS:
-        parsed, fields, wrong = _read_metadata_text(metadata)
+    if type(metadata) is str:
+        read = _read_short_metadata_text if len(metadata) <= MAX_CACHED_METADATA_CHARS else _read_metadata_text
+        parsed, fields, wrong = read(metadata)
         if parsed is None:
             problems.append((metadata_attribute, f"`{where}.metadata` is not a JSON object"))
             metadata = {}
@@ -142,11 +146,6 @@ def make_document(id_: Any, score: Any, content: Any, metadata: Any, where: str,
             # values inside are shared, and nothing changes them
             metadata, fields = parsed.copy(), fields.copy()
     else:
-        if type(metadata) is str:
-            parsed = parse_json_text(metadata)
-            if type(parsed) is not dict:
-                problems.append((metadata_attribute, f"`{where}.metadata` is not a JSON object"))
-            metadata = parsed
         metadata = metadata if type(metadata) is dict else {}
         fields, wrong = passage_fields(metadata)
     if wrong:
