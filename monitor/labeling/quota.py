@@ -80,7 +80,7 @@ class WeekState:
         claim_keys = claim_keys or {}
         for stratum in sorted(strata - self.strata.get(trace_id, set())):
             if stratum == LEAK:
-                admitted = self._place(trace_id, rank, stratum, cap(stratum), outcome)
+                admitted = self._place(rank, stratum, cap(stratum), outcome)
             else:
                 admitted = self._claim(trace_id, claim_keys.get(stratum, fingerprint), rank, stratum, cap(stratum),
                                        outcome)
@@ -115,9 +115,11 @@ class WeekState:
         elif holder is None:
             self.claims[key] = Claim(trace_id, rank)
             self.changed_claims.add(key)
-        return self._place(trace_id, rank, stratum, cap, outcome)
+        return self._place(rank, stratum, cap, outcome)
 
-    def _place(self, trace_id: str, rank: float, stratum: str, cap: int, outcome: Outcome) -> bool:
+    def _place(self, rank: float, stratum: str, cap: int, outcome: Outcome) -> bool:
+        """Whether a trace of ``rank`` gets a place in ``stratum`` under ``cap``: a free one, or the
+        highest-ranked queued member's, who is displaced."""
         members = self._members.get(stratum, ())
         if len(members) < cap:
             return True
