@@ -78,9 +78,9 @@ class _Held(msgspec.Struct, gc=False):  # tens of thousands held: kept out of th
 class Sampler:
     """The sampling stage. Thread-safe; the pipeline calls it for one batch at a time."""
 
-    def __init__(self, config: SamplingConfig, redactor: Redactor, *, decoder: Decoder,
-                 recent_traces: int = 20_000) -> None:
-        """``decoder``: the pipeline's, to read a held record again when a late stratum selects it."""
+    def __init__(self, config: SamplingConfig, redactor: Redactor, *, decoder: Decoder, recent_traces: int) -> None:
+        """``decoder``: the pipeline's, to read a held record again when a late stratum selects it;
+        ``recent_traces``: how many traces are held for late strata (``late_window_traces``)."""
         self._config = config
         self._redactor = redactor
         self._newest_week: str | None = None
@@ -88,7 +88,6 @@ class Sampler:
         self._held: OrderedDict[str, _Held] = OrderedDict()
         self._lock = threading.Lock()
         self._decoder = decoder
-        self._encode = msgspec.json.Encoder().encode
         # every chat turn's summary names its conversation and caller by pseudonym, an HMAC each:
         # a conversation's turns and a caller's questions repeat them, so recent ones are remembered
         self._conversation_pseudonym = functools.lru_cache(maxsize=4096)(redactor.pseudonymize_conversation)
@@ -135,10 +134,10 @@ class Sampler:
             self._hold(event, data)
 
     def _hold(self, event: TraceEvent, data: bytes) -> _Held:
-        # The received bytes, not a new encoding of the event: LZ4 of 3 KB takes about 4 µs,
-        # where encoding plus zlib took about 45 (docs/performance.md).
-        held = _Held(event.tenant, event.time, event.query, event.conversation_id,
-                     lz4.block.compress(data or self._encode(event)))
+        # The received bytes (those the event was decoded from, never empty), not a new encoding
+        # of the event: LZ4 of 3 KB takes about 4 µs, where encoding plus zlib took about 45
+        # (docs/performance.md).
+        held = _Held(event.tenant, event.time, event.query, event.conversation_id, lz4.block.compress(data))
         with self._lock:
             self._held[event.trace_id] = held
             self._held.move_to_end(event.trace_id)
