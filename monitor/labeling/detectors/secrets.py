@@ -86,8 +86,9 @@ def _value(text: str, m: re.Match[str]) -> tuple[int, int] | None:
 
 
 def _group1(text: str, m: re.Match[str]) -> tuple[int, int] | None:
-    value = m.group(1)
-    return None if value.startswith("[") else m.span(1)
+    """The first group as it is: the URL password's group excludes ``[`` and ``]``, so it is never a
+    placeholder of an earlier pass."""
+    return m.span(1)
 
 
 def _bearer(text: str, m: re.Match[str]) -> tuple[int, int] | None:
