@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import re
 
-from ragmon.monitor.labeling.detectors.base import Rule, clean_end, whole_match
+from ragmon.monitor.labeling.detectors.base import Rule, whole_match
 
 PERSON, ADDRESS = "[PERSON]", "[ADDRESS]"
 
@@ -179,8 +179,11 @@ Kamp Feld Garten Park Straat Laan Plein
 """)
 
 _NUMBER = r"[0-9]{1,5}(?:\s?[A-Za-z](?![\w]))?(?:\s?[-/]\s?[0-9]{1,5}[A-Za-z]?)?"
+# A unit's number may start with a letter (USPS secondary units: "Apt B2", "# 3C", "Unit C3"), and is
+# taken whole or not at all: ending the match inside it ("#" before "B2") made the check refuse the
+# whole address.
 _UNIT = (r"(?:,?\s+(?:Apt\.?|Apartment|Suite|Ste\.?|Unit|Flat|Floor|Fl\.|#|Piso|Puerta|Apto\.?|Bajo|Esc\.?"
-         r"|Piano|Appartamento|Interno|Scala|bis|ter)\s*[0-9]{0,5}[A-Za-z]?\b)*")
+         r"|Piano|Appartamento|Interno|Scala|bis|ter)\s*(?:[0-9]{1,5}[A-Za-z]?|[A-Za-z][0-9]{0,5})?(?![\w]))*")
 _STREET_WORDS = rf"(?:(?:{_PARTICLE}|l'|d'|dell'|dei|degli|delle|do|das|St\.)\s+|{_WORD}\s+)"
 _ADDRESS_EN = re.compile(
     rf"(?<![\w.,/-])(?:(?:Flat|Studio|Apartment|Unit)\s+[0-9]{{1,4}}[A-Za-z]?,?\s+)?"
@@ -204,7 +207,7 @@ def _street(text: str, m: re.Match[str]) -> tuple[int, int] | None:
             return None
         if any(w.lower() in _TITLE_WORDS for w in words):
             return None  # "Carry Me Back To Old Virginny"
-    return m.span() if clean_end(text, m.end(), ".,") or text[m.end()] in ".," else None
+    return m.span()  # the pattern ends where no word character follows: nothing is glued to it
 
 
 def _prefixed(text: str, m: re.Match[str]) -> tuple[int, int] | None:
