@@ -52,19 +52,17 @@ def whole_match(text: str, m: re.Match[str]) -> tuple[int, int] | None:
     return m.span()
 
 
-def replace_all(text: str, pattern: re.Pattern[str], check: Check, placeholder: str,
-                first: re.Match[str] | None = None) -> str:
+def replace_all(text: str, pattern: re.Pattern[str], check: Check, placeholder: str, first: re.Match[str]) -> str:
     """``text`` with every candidate of ``pattern`` that ``check`` accepts replaced by
-    ``placeholder``. ``first``: the pattern's first match in ``text``, when the caller searched
-    already."""
+    ``placeholder``. ``first``: the pattern's first match in ``text`` (the redactor searched already,
+    to skip the rules that find nothing)."""
     # Each replacement goes into the text before the search goes on, so that what follows sees its
     # neighbour as the placeholder (as a second pass would): "555-123-4567 555-987-6543" is two phones.
-    at = 0
-    m = first if first is not None else pattern.search(text)
+    m: re.Match[str] | None = first
     while m is not None:
         span = check(text, m)
         if span is None:
-            at = max(m.end(), m.start() + 1)
+            at = max(m.end(), m.start() + 1)  # a match of nothing must not be found again (none built in can)
         else:
             text = text[: span[0]] + placeholder + text[span[1] :]
             at = span[0] + len(placeholder)
