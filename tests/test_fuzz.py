@@ -166,20 +166,26 @@ def test_mutated_otlp_bodies_get_4xx_or_partial_success_never_a_crash(tmp_path):
     assert statuses[200] > 100 and statuses[400] > 100
 
 
-def mutate_spans(rng: random.Random, template: list, trace_id: bytes) -> tuple[list, int]:
-    """A copy of one trace's OpenInference spans under a new trace id, with one mutation chosen
-    at random (or none: a tenth stay valid). Returns the spans and how many of them the receiver
-    must refuse (a bad trace id refuses them all)."""
+def mutate_spans(rng: random.Random, template: list, trace_id: bytes, into) -> int:
+    """One trace's OpenInference spans under a new trace id, with one mutation chosen at random (or
+    none: a tenth stay valid), copied straight into ``into`` (a request's repeated spans field: each
+    span is copied once, not once here and again into the request). Returns how many of them the
+    receiver must refuse (a bad trace id refuses them all)."""
     from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue, KeyValueList
-    from opentelemetry.proto.trace.v1.trace_pb2 import Span
 
-    spans = []
-    for original in template:
-        span = Span()
-        span.CopyFrom(original)
+    how = rng.randrange(13)
+    kept = template
+    if how == 7:
+        kept = [next(s for s in template if not s.parent_span_id)]  # the root alone
+    elif how == 8:
+        kept = [s for s in template if s.parent_span_id]  # no root: the earliest span stands for it
+    first = len(into)
+    for original in kept:
+        into.add().CopyFrom(original)
+    spans = into[first:]  # the request's own spans: what is changed below is what is sent
+    for span in spans:
         span.trace_id = trace_id
-        spans.append(span)
-    root = next(s for s in spans if not s.parent_span_id)
+    root = next((s for s in spans if not s.parent_span_id), None)
     children = [s for s in spans if s.parent_span_id]
 
     def put(span, key: str, value: AnyValue) -> None:
@@ -189,12 +195,11 @@ def mutate_spans(rng: random.Random, template: list, trace_id: bytes) -> tuple[l
                 return
         span.attributes.append(KeyValue(key=key, value=value))
 
-    how = rng.randrange(13)
     if how == 0:
         bad = rng.choice([b"", b"\0" * 16, trace_id[:15], trace_id + b"x"])
         for span in spans:
             span.trace_id = bad
-        return spans, len(spans)
+        return len(spans)
     if how == 1:
         put(root, "input.value", AnyValue(string_value="q" * rng.randrange(65_537, 100_000)))  # over the limit
     elif how == 2:
@@ -218,10 +223,6 @@ def mutate_spans(rng: random.Random, template: list, trace_id: bytes) -> tuple[l
                                    AnyValue(string_value="high"), AnyValue()]))
     elif how == 6:
         put(root, "input.value", AnyValue(bytes_value=bytes([0xFF, 0xFE, 0xC3, 0x28]) * rng.randrange(1, 50)))
-    elif how == 7:
-        spans = [root]
-    elif how == 8:
-        spans = children  # no root: the earliest span stands for it
     elif how == 9:
         for span in spans:
             span.end_time_unix_nano = span.start_time_unix_nano - rng.randrange(1, 10**12)
@@ -233,7 +234,7 @@ def mutate_spans(rng: random.Random, template: list, trace_id: bytes) -> tuple[l
     elif how == 11:
         put(root, "metadata", AnyValue(string_value=rng.choice(["{", "[1,2]", '{"tenant": 5, "groups": "x"}',
                                                                 '{"index": {"a": 1}, "citations": 3}'])))
-    return spans, 0
+    return 0
 
 
 _SHAPES: list = []  # the traces the OTLP fuzz mutates, set before its request maker is forked
@@ -243,17 +244,16 @@ def _mutated_request(seed: int) -> tuple[bytes, int, int]:
     """One OTLP request of 100 mutated traces, the same for the same seed: its body, and the spans
     and the traces the receiver must refuse."""
     from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
-    from opentelemetry.proto.trace.v1.trace_pb2 import ResourceSpans, ScopeSpans
 
     rng = random.Random(seed)
-    spans, refused_spans, refused_traces = [], 0, 0
+    request = ExportTraceServiceRequest()
+    spans = request.resource_spans.add().scope_spans.add().spans
+    refused_spans, refused_traces = 0, 0
     for _ in range(100):
-        mutated, refused = mutate_spans(rng, rng.choice(_SHAPES), rng.randbytes(16))
-        spans.extend(mutated)
+        refused = mutate_spans(rng, rng.choice(_SHAPES), rng.randbytes(16), spans)
         refused_spans += refused
         refused_traces += refused > 0
-    body = ExportTraceServiceRequest(resource_spans=[ResourceSpans(scope_spans=[ScopeSpans(spans=spans)])])
-    return body.SerializeToString(), refused_spans, refused_traces
+    return request.SerializeToString(), refused_spans, refused_traces
 
 
 @pytest.mark.slow
