@@ -295,34 +295,35 @@ def test_a_hundred_thousand_mutated_traces_through_otlp(tmp_path, caplog):
                                       "RAGMON_HTTP__MAX_BODY_BYTES": str(256 * 1024 * 1024)})
     runtime = build_runtime(settings, registry=CollectorRegistry())
     otlp = build_otlp(runtime)
-    client = TestClient(build_app(runtime.pipeline.process, runtime.registry, runtime.ready, otlp=otlp,
-                                  max_body_bytes=settings.http.max_body_bytes))
-    otlp.start()
-    refused_traces = refused_spans = answered_refused = waits = 0
-    # The cyclic collector as `ragmon serve` sets it once built: under Python's defaults it scanned
-    # the spans held for assembly again and again, a third of this process's CPU. Given back after.
-    thresholds = gc.get_threshold()
-    settle_start_up_objects()
-    started = time.monotonic()
-    try:
-        while ahead:
-            body, spans_refused, traces_refused = ahead.popleft().result()
-            ahead.extend(requests.submit(_mutated_request, seed) for seed in itertools.islice(seeds, 1))
-            refused_spans += spans_refused
-            refused_traces += traces_refused
-            while (answer := client.post("/v1/traces", content=body,
-                                         headers={"content-type": "application/x-protobuf"})).status_code == 503:
-                waits += 1  # the assembler is full: the client retries, as OTLP exporters do
-                time.sleep(0.05)
-            assert answer.status_code == 200, (answer.status_code, answer.text[:300])
-            response = ExportTraceServiceResponse()
-            response.ParseFromString(answer.content)
-            answered_refused += response.partial_success.rejected_spans
-    finally:
-        requests.shutdown(cancel_futures=True)
-        otlp.shutdown(timeout=30)  # delivers whatever is still being assembled
-        gc.unfreeze()
-        gc.set_threshold(*thresholds)
+    # entered: one event loop serves every request (a client not entered starts one per request)
+    with TestClient(build_app(runtime.pipeline.process, runtime.registry, runtime.ready, otlp=otlp,
+                              max_body_bytes=settings.http.max_body_bytes)) as client:
+        otlp.start()
+        refused_traces = refused_spans = answered_refused = waits = 0
+        # The cyclic collector as `ragmon serve` sets it once built: under Python's defaults it scanned
+        # the spans held for assembly again and again, some 30% of this process's CPU. Given back after.
+        thresholds = gc.get_threshold()
+        settle_start_up_objects()
+        started = time.monotonic()
+        try:
+            while ahead:
+                body, spans_refused, traces_refused = ahead.popleft().result()
+                ahead.extend(requests.submit(_mutated_request, seed) for seed in itertools.islice(seeds, 1))
+                refused_spans += spans_refused
+                refused_traces += traces_refused
+                while (answer := client.post("/v1/traces", content=body,
+                                             headers={"content-type": "application/x-protobuf"})).status_code == 503:
+                    waits += 1  # the assembler is full: the client retries, as OTLP exporters do
+                    time.sleep(0.05)
+                assert answer.status_code == 200, (answer.status_code, answer.text[:300])
+                response = ExportTraceServiceResponse()
+                response.ParseFromString(answer.content)
+                answered_refused += response.partial_success.rejected_spans
+        finally:
+            requests.shutdown(cancel_futures=True)
+            otlp.shutdown(timeout=30)  # delivers whatever is still being assembled
+            gc.unfreeze()
+            gc.set_threshold(*thresholds)
     elapsed = time.monotonic() - started
     accepted, rejected = runtime.pipeline.stats.snapshot()
     without_retrieval = metric_sum(runtime.registry, "ragmon_otlp_traces_without_retrieval_total")
