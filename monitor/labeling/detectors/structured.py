@@ -70,7 +70,8 @@ _CARD_GROUP = re.compile(r"(?:[1-9]|0(?=604))(?<![\w.][0-9])(?:[0-9]{3}(?=[ .\-]
 # Maestro numbers may have 12 digits; other cards have 13 to 19.
 _MAESTRO = ("50", "56", "57", "58", "6", "0604")
 _DIGITS = re.compile(r"[0-9]+")
-_IBAN_HEAD = re.compile(r"(?<![A-Za-z0-9])[A-Za-z]{2}[0-9]{2}(?:[ \-][A-Za-z0-9]{4}){0,7}[ \-]$")
+# \Z, not $: the head ends right before the card (at most 40 characters), not before a line break.
+_IBAN_HEAD = re.compile(r"(?<![A-Za-z0-9])[A-Za-z]{2}[0-9]{2}(?:[ \-][A-Za-z0-9]{4}){0,7}[ \-]\Z")
 
 
 def _luhn(digits: str) -> bool:
