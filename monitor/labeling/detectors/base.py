@@ -16,10 +16,11 @@ DIGIT = re.compile(r"[0-9]")
 
 
 def clean_end(text: str, end: int, glue: str) -> bool:
-    """The candidate ends at a boundary: not glued to a word, nor continued by a ``glue`` character
-    and a digit (`.5`, `-7`). Each detector's look-behind refuses the same characters before a
-    candidate, so a candidate refused here never makes its neighbour acceptable, or the reverse:
-    what one pass leaves, the next leaves too."""
+    """The candidate ends at a boundary: not glued to a letter, digit or ``_`` on its right
+    (``1.2.3.4rc1``, ``10.0.0.5_snapshot``), nor continued by a ``glue`` character and a digit (`.5`,
+    `-7`). Each detector's look-behind refuses the same characters before a candidate, so a
+    candidate refused here never makes its neighbour acceptable, or the reverse: what one pass
+    leaves, the next leaves too."""
     if end >= len(text):
         return True
     char = text[end]

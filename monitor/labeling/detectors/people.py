@@ -198,8 +198,9 @@ _ADDRESS_COMPOUND = re.compile(
 
 
 def _street(text: str, m: re.Match[str]) -> tuple[int, int] | None:
-    """An English-style street needs a house number or a flat in front, or two name words:
-    "Heather Drive" is a street, "the Drive" is not."""
+    """An English-style street needs a house number or a flat in front, or two name words of which
+    one, its dot stripped, is no common word: "Heather Drive" is a street, "the Drive" and
+    "A. Park Lane" are not."""
     span = m.group()
     if not span[0].isdigit() and not span.startswith(("Flat", "Studio", "Apartment", "Unit")):
         words = [w for w in span.split() if w[:1].isupper()]

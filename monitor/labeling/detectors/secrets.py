@@ -103,9 +103,11 @@ def _entropy(s: str) -> float:
 
 def _random_looking(text: str, m: re.Match[str]) -> tuple[int, int] | None:
     """A token of 20+ base64/URL-safe characters is a secret when it mixes upper case, lower
-    case and digits, is not hex alone (digests, ids), and its Shannon entropy is at least
+    case and digits, is not hex alone (digests, ids), is no path (two parts between slashes of three
+    or more lower-case letters: ``/usr/lib/...``), and its Shannon entropy is at least
     min(4.0, log2(length) - 0.8) bits per character: random text of that length and alphabet is
-    well above it, words, paths and identifiers of words are below."""
+    well above it, words, paths and identifiers of words are below. The tests read the token
+    without its ``=`` padding."""
     token = m.group().rstrip("=")
     if _HEX.fullmatch(token):
         return None

@@ -43,7 +43,9 @@ def _alnum(char: str) -> bool:
 
 
 def _iban(text: str, m: re.Match[str]) -> tuple[int, int] | None:
-    """Read exactly the country's length of characters (single separators allowed between them)."""
+    """Read exactly the country's length of characters: a single space, hyphen or no-break space may
+    stand between two of them; any other character, or two separators in a row, ends the reading, and
+    a reading one character short (or long) is no IBAN."""
     country = m.group(1).upper()
     length = _IBAN_LENGTHS.get(country)
     if length is None:
@@ -85,7 +87,8 @@ def _luhn(digits: str) -> bool:
 
 
 def _card_layout(groups: list[str], separators: list[str]) -> bool:
-    """One block of digits, or how cards are printed: 4-4-4-4(-3) and shorter tails, Amex 4-6-5, Diners 4-6-4."""
+    """One block of digits, or how cards are printed: 4-4-4-4(-3) and shorter tails, Amex 4-6-5, Diners 4-6-4,
+    one separator throughout. Any other layout (4-5-4, 4-4-6-3, 4-4-4-5, a space and a hyphen) is no card."""
     if len(groups) == 1:
         return True
     if len(set(separators)) != 1:
@@ -96,7 +99,8 @@ def _card_layout(groups: list[str], separators: list[str]) -> bool:
 
 def _card(text: str, m: re.Match[str]) -> tuple[int, int] | None:
     """The longest run of whole digit groups, starting at this one, that is a Luhn-valid 13-19 digit
-    number printed the way cards are. A card inside an IBAN-shaped string is the IBAN's business."""
+    number printed the way cards are (a longer number, or more groups, after it does not stop it being
+    one). A card inside an IBAN-shaped string is the IBAN's business."""
     first = m.group()
     if _IBAN_HEAD.search(text, max(0, m.start() - 40), m.start()):
         return None
@@ -163,7 +167,8 @@ _IPV4 = re.compile(rf"(?<![\w.])(?:{_OCTET}\.){{3}}{_OCTET}(?:/[0-9]{{1,2}}(?![0
 _IPV6 = re.compile(
     r"(?<![\w:.])(?:[0-9A-Fa-f]{0,4}:){2,7}(?:[0-9]{1,3}(?:\.[0-9]{1,3}){3}|[0-9A-Fa-f]{0,4})"
     r"(?:%[0-9A-Za-z_.\-]+)?(?:/[0-9]{1,3}(?![0-9]))?")
-# Dotted numbers after these words are versions or section numbers, not addresses.
+# Dotted numbers after these words are versions or section numbers, not addresses: the word must
+# start at most 20 characters before the address ("Version:" and padding in a column).
 _NOT_AN_ADDRESS = re.compile(
     r"(?i)(?:\b(?:versions?|ver|v|releases?|builds?|rev|revision|sections?|sec|clauses?|chapters?|articles?|art"
     r"|para|paragraphs?|rules?|steps?|items?|tables?|figures?|fig|appendix|annex)\.?|§)[\s:]*$")
@@ -176,6 +181,9 @@ def _ipv4(text: str, m: re.Match[str]) -> tuple[int, int] | None:
 
 
 def _ipv6(text: str, m: re.Match[str]) -> tuple[int, int] | None:
+    """A valid address that is no hex word or ratio: the address, its zone (%eth0) and prefix length
+    set aside, needs a digit and a group of at least two characters (1::2 and 1::2%eth0 are refused,
+    12::34 is taken), and nothing glued to its end."""
     address = m.group().partition("%")[0].partition("/")[0]
     if not DIGIT.search(address) or not clean_end(text, m.end(), ".:"):
         return None
@@ -214,9 +222,11 @@ _PHONE_KEYWORD = re.compile(  # phone, tel(ephone), mobile, cell, call, fax, wha
 
 
 def _phone(text: str, m: re.Match[str], low: int, high: int, group: int = 0) -> tuple[int, int] | None:
-    """A phone number of ``low`` to ``high`` digits (a ``(0)`` and a leading 00 not counted) in
-    group ``group`` of the match. The rules bind the bounds with a partial, not a closure: the
-    check stays a module-level function whose body runs on every call, not once at import."""
+    """A phone number of ``low`` to ``high`` digits (a ``(0)`` and a leading 00 not counted) in group
+    ``group`` of the match; a longer one loses its trailing space-separated groups until it fits, and
+    a date, even after a ``+`` (``+2026-11-29``, a line added in a diff), is none. The rules bind the
+    bounds with a partial, not a closure: the check stays a module-level function whose body runs on
+    every call, not once at import."""
     start, end = m.span(group)
     candidate = text[start:end]
     while (digits := count_digits(candidate) - ("(0)" in candidate) - 2 * candidate.startswith("00")) > high:
