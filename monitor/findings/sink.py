@@ -62,19 +62,11 @@ class FindingsSink:
 
     def consume(self, observation: Observation) -> None:
         event, signals = observation.event, observation.signals
-        caller = ""
         if isinstance(event, TraceEvent) and isinstance(signals, TraceSignals | LateSignals):
-            findings = signals.findings
-            if not findings:
-                return
-            origin = self._redactor.shown_id(event.trace_id)
-            if isinstance(signals, LateSignals):  # found after the trace's own findings: rows of their own
-                shown = self._redactor.shown_id
-                origin = "\0".join(("late", origin, *(shown(p) for f in findings for p in f.passage_ids)))
-            if event.caller is not None and event.caller.id:
-                caller = self._redactor.pseudonymize_caller(event.caller.id)
+            findings, origin = signals.findings, None  # the trace's origin: made once a finding is kept
         elif isinstance(event, FeedbackEvent) and isinstance(signals, FeedbackSignals):
-            findings, origin = explain_feedback(event, signals), f"feedback\0{event.kind}\0{event.value}\0{event.time}"
+            findings = explain_feedback(event, signals)
+            origin = (f"feedback\0{event.kind}\0{event.value}\0{event.time}", "")
         else:
             return
         if not findings:
@@ -84,8 +76,23 @@ class FindingsSink:
                 if not self._buckets[finding.signal].take():
                     self._dropped[finding.signal.value] += 1
                     continue
-                row = self._row(finding, origin, caller)
+                if origin is None:
+                    # the shown ids and the caller's pseudonym only for a trace with a finding kept: at a
+                    # sustained rate most traces' findings are all rate-limited (counted, never stored)
+                    origin = self._trace_origin(event, signals)  # type: ignore[arg-type]
+                row = self._row(finding, *origin)
                 self._pending[row["key"]] = row
+
+    def _trace_origin(self, event: TraceEvent, signals: TraceSignals | LateSignals) -> tuple[str, str]:
+        """What a trace's finding rows are keyed by (its shown id; for a late one, with its passages'),
+        and its caller's pseudonym ("" without a caller)."""
+        origin = self._redactor.shown_id(event.trace_id)
+        if isinstance(signals, LateSignals):  # found after the trace's own findings: rows of their own
+            shown = self._redactor.shown_id
+            origin = "\0".join(("late", origin, *(shown(p) for f in signals.findings for p in f.passage_ids)))
+        if event.caller is not None and event.caller.id:
+            return origin, self._redactor.pseudonymize_caller(event.caller.id)
+        return origin, ""
 
     def flush(self, timeout: float) -> bool:
         with self._lock:
