@@ -14,7 +14,7 @@ from ragmon.collectors.dialects.base import Dialect, Problems
 from ragmon.collectors.semconv import json_object, parse_json_text, scalar_text
 from ragmon.collectors.span_reading import RawDocument, make_document
 
-_DOCUMENT_KEYS = frozenset(("id", "score", "content", "text", "metadata"))
+_DOCUMENT_KEYS = frozenset(("id", "score", "content", "metadata"))
 
 
 class GenAI(Dialect):
@@ -61,7 +61,7 @@ def documents_of(attributes: Mapping[str, Any], problems: Problems) -> list[RawD
         if isinstance(item, dict):
             metadata = {**json_object(item.get("metadata")),
                         **{k: v for k, v in item.items() if k not in _DOCUMENT_KEYS}}
-            documents.append(make_document(item.get("id"), item.get("score"), item.get("content", item.get("text")),
+            documents.append(make_document(item.get("id"), item.get("score"), item.get("content"),
                                            metadata, f"{sc.GENAI_DOCUMENTS}[{i}]", problems))
     return documents
 

@@ -95,7 +95,8 @@ class Langfuse(Dialect):
         return span.attributes.get(TYPE) == "generation"
 
     def generation_answer(self, span: Any) -> str | None:
-        """A model's output: text, or a message (``{"role", "content"}``, as the LangChain handler records it)."""
+        """A model's output: text, a message (``{"role", "content"}``, as the LangChain handler records it), or a
+        completion (``{"text"}``: LlamaIndex's ``CompletionResponse`` returned by an ``@observe`` generation)."""
         return _text(span.attributes.get(OUTPUT), ("content", "text", *ANSWER_KEYS))
 
     def tokens(self, span: Any) -> tuple[Any, Any]:

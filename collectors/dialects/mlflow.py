@@ -110,7 +110,8 @@ class MLflow(Dialect):
         return span.attributes.get(SPAN_TYPE) in _GENERATIONS
 
     def generation_answer(self, span: Any) -> str | None:
-        """A model's output: text, a completion (``{"text"}``, LlamaIndex's), a chat completion
+        """A model's output: text, a completion (``{"text"}``, LlamaIndex's), a chat message
+        (``{"content"}``, OpenAI's ``choices[0].message`` returned by a traced function), a chat completion
         (``{"choices": [{"message": {"content"}}]}``, as MLflow records LangChain's chat models and
         OpenAI's chat completions) or an OpenAI completion (``{"choices": [{"text"}]}``, the legacy
         completions API under MLflow's OpenAI autolog)."""

@@ -82,6 +82,9 @@ def test_values_that_break_the_conventions_are_no_documents_and_no_answer_and_no
     whole = json.dumps([{"role": "assistant", "parts": [{"type": "text", "content": "Five days."}]}])
     for cut in (whole[:40], " " + whole[:40]):
         assert "answer" not in SpanMapper().map([ROOT, retrieval([{"id": "a"}]), chat(cut)]).event
+    # a message object not in an array is no answer, whole or cut
+    for message in (whole[1:-1], whole[1:40]):
+        assert "answer" not in SpanMapper().map([ROOT, retrieval([{"id": "a"}]), chat(message)]).event
     # plain text (not the conventions' messages) is taken as it is
     plain = SpanMapper().map([ROOT, retrieval([{"id": "a"}]), chat("Five days.")]).event
     assert plain["answer"]["text"] == "Five days."

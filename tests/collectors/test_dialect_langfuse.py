@@ -185,6 +185,16 @@ def test_a_chain_ending_with_the_chat_model_is_answered_by_its_message():
     assert SpanMapper().map(spans).event["answer"]["text"] == reported["answer"] == "Here is what the documents say."
 
 
+def test_a_generation_returning_llamaindexs_completion_is_answered_by_its_text():
+    # @observe(as_type="generation") on a function returning llm.complete(prompt): Langfuse's serializer
+    # writes the CompletionResponse as its model_dump()
+    reported, spans = CAPTURE[OBSERVED]
+    del root_of(spans).attributes["langfuse.observation.output"]
+    named(spans, "stub_model").attributes["langfuse.observation.output"] = json.dumps(
+        {"text": reported["answer"], "additional_kwargs": {}, "raw": None, "logprobs": None, "delta": None})
+    assert SpanMapper().map(spans).event["answer"]["text"] == reported["answer"]
+
+
 def test_the_index_version_in_the_traces_metadata_of_an_application_that_names_no_groups():
     _, spans = CAPTURE[OBSERVED]
     for s in spans:

@@ -232,6 +232,9 @@ COMPLETION = {"id": "cmpl-1", "object": "text_completion", "created": 1764806400
     ("Completions", COMPLETION),
     # the application's own model call, @mlflow.trace(span_type=SpanType.LLM) on a function returning text
     ("stub_model", "The office opens at nine."),
+    # ... or OpenAI's chat message (choices[0].message), as MLflow's encoder writes the ChatCompletionMessage
+    ("stub_model", {"content": "The office opens at nine.", "refusal": None, "role": "assistant", "annotations": None,
+                    "audio": None, "function_call": None, "tool_calls": None}),
 ])
 def test_a_model_call_beside_the_retriever_gives_its_text(name, outputs):
     _, spans = CAPTURE[TRACED_FUNCTIONS]
@@ -250,6 +253,18 @@ def test_a_chat_model_that_said_nothing_gives_no_answer():
     model = named(spans, "FakeListChatModel")
     outputs = json.loads(model.attributes["mlflow.spanOutputs"])
     outputs["choices"][0]["message"]["content"] = ""
+    model.attributes["mlflow.spanOutputs"] = json.dumps(outputs)
+    assert "answer" not in SpanMapper().map(spans).event
+
+
+@pytest.mark.parametrize("choices", [[], ["The office opens at nine."]])
+def test_a_model_output_without_a_choice_object_gives_no_answer_and_no_error(choices):
+    # off OpenAI's shape (no choice, or a choice that is no object): a reader may not raise on it (Dialect)
+    _, spans = CAPTURE[LCEL_CHAIN]
+    root_of(spans).attributes["mlflow.spanOutputs"] = "null"
+    model = named(spans, "FakeListChatModel")
+    outputs = json.loads(model.attributes["mlflow.spanOutputs"])
+    outputs["choices"] = choices
     model.attributes["mlflow.spanOutputs"] = json.dumps(outputs)
     assert "answer" not in SpanMapper().map(spans).event
 
@@ -278,6 +293,9 @@ def test_a_reranker_without_a_model_name_and_a_retriever_langchain_names_empty_a
     named(spans, "KeywordOverlapRerank._postprocess_nodes").attributes["model_name"] = json.dumps("")
     event = SpanMapper().map(spans).event
     assert [r["retriever"] for r in event["retrievals"]] == ["BM25Retriever", "KeywordOverlapRerank"]
+    # nor a name (OTLP allows an empty one): "reranker", as OpenInference's
+    named(spans, "KeywordOverlapRerank._postprocess_nodes").name = ""
+    assert [r["retriever"] for r in SpanMapper().map(spans).event["retrievals"]] == ["BM25Retriever", "reranker"]
     # LangChain's ls_retriever_name strips "Retriever" from the class name: a class called Retriever gets ""
     _, spans = CAPTURE[LCEL_CHAIN]
     retriever = named(spans, "BM25Retriever")
