@@ -138,6 +138,9 @@ def test_mlflow_trace_tags_are_taken_as_written_even_when_they_read_as_json():
                             "mlflow.traceTag.groups": '["staff", "hr"]'})  # groups as JSON text: a list
     event = SpanMapper().map(spans).event
     assert event["caller"] == {"id": "1.10", "groups": ["staff", "hr"]} and event["conversation_id"] == "4e21"
+    # JSON text may begin with white space (RFC 8259's ws), a value pasted from a file or a template
+    root.attributes["mlflow.traceTag.groups"] = '\n ["staff", "hr"]'
+    assert SpanMapper().map(spans).event["caller"] == {"id": "1.10", "groups": ["staff", "hr"]}
 
 
 def test_of_two_dialects_claiming_as_many_spans_the_closest_is_the_first_asked():
@@ -189,6 +192,14 @@ def test_the_turn_is_a_whole_number_from_1_to_max_turn():
     assert read(MAX_TURN + 1)[0] is None and read(MAX_TURN + 1)[1] == [
         ("metadata", f"`metadata.turn` is not a whole number from 1 to {MAX_TURN}")]
     assert read(0)[0] is None and read(1.5)[0] is None
+
+
+def test_an_index_in_the_metadata_that_is_no_text_names_no_index():
+    # the application's metadata object is its own JSON: an index given as a number or an object is no
+    # name, and the index falls back to index_name
+    for index in (2, {"name": "hr-policies"}):
+        found = oi_retriever(1, metadata=json.dumps({"index": index, "index_name": "hr-policies"}))
+        assert SpanMapper().map([found]).event["index"] == {"name": "hr-policies"}
 
 
 def test_the_index_in_association_properties_names_the_index():

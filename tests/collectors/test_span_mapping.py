@@ -456,6 +456,21 @@ def test_an_outer_level_that_says_it_found_nothing_is_an_empty_context_beside_it
     silent = span(2, 1, "retrieval kb", 1, 40, gen_ai__operation__name="retrieval")  # says nothing: the store's list
     event = mapped(root, silent, store).event
     assert ids(event) == [["c-1"]] and [p["id"] for p in context_of(event)] == ["c-1"]
+    # a coarse clock (Python's time.time_ns() ticks every 15.6 ms on older Windows): the two levels end
+    # in the same tick, so the store's list sorts last, and the context is still the outer one's
+    store.end_ns = said.end_ns
+    event = mapped(root, said, store).event
+    assert ids(event) == [[], ["c-1"]] and event["context"] == []
+
+
+def test_the_root_is_the_span_whose_parent_is_not_in_the_trace():
+    # a service called with a traceparent from one that sends its spans elsewhere: no span lacks a
+    # parent id. Its top span and first child start in one tick of a coarse clock, and the child, ending
+    # first, is exported first.
+    top = span(1, 99, "query", 0, 50, openinference__span__kind="CHAIN", input__value="q", output__value="a")
+    found = retriever(2, 1, "retrieve", 0, 10, {"id": "a"}, input__value="rewritten q")
+    event = mapped(found, top).event
+    assert (event["query"], event["answer"]["text"], event["latency_ms"]["total"]) == ("q", "a", 50.0)
 
 
 def test_openllmetry_llamaindex_postprocessor_is_a_reranker_and_the_root_workflow_the_question_and_answer():
