@@ -90,6 +90,10 @@ def test_merged_levels_keep_the_best_identified_levels_values_and_take_the_other
                      {"id": 8, "metadata": '{"file_path": "b.md"}'}],
                     [{"id": 7, "content": "alpha", "score": 0.9}, {"id": 8, "score": 0.5}]) == [
         [{"id": "7", "score": 1.0, "text": "alpha", "doc_id": "a.md"}, {"id": "8", "score": 0.5, "doc_id": "b.md"}]]
+    # fields the two disagree on (a wrapper that sets its own version): the better identified level's win
+    assert passages([{"content": "alpha", "metadata": '{"doc_version": "3"}'}],
+                    [{"id": 7, "content": "alpha", "metadata": '{"file_path": "a.md", "doc_version": "4"}'}]) == [
+        [{"id": "7", "text": "alpha", "doc_version": "4", "doc_id": "a.md"}]]
 
 def test_nested_levels_merge_only_when_every_document_agrees_on_what_both_tell():
     def lists(outer_documents, inner_documents):
