@@ -15,13 +15,15 @@ the path.
 What is mutated and which tests run is mutmut's configuration, ``[tool.mutmut]`` in
 pyproject.toml. A fresh run starts from nothing; ``--again`` brings the copy up to date with the
 tree (changed tests and sources) and reruns the named mutants (shell patterns, e.g.
-``'ragmon.alerts.state.*'``), or those not yet run. Prints the count per module and each mutant
-that survived, with its diff.
+``'ragmon.alerts.state.*'``), or those not yet run; with ``--pending`` as well, only the named
+mutants not yet run (mutmut reruns every mutant named, results or not). Prints the count per
+module and each mutant that survived, with its diff.
 """
 
 from __future__ import annotations
 
 import argparse
+import fnmatch
 import os
 import re
 import shutil
@@ -111,16 +113,28 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--jobs", type=int, default=2, help="mutants run at once (default 2)")
     parser.add_argument("--again", action="store_true",
                         help="keep the previous run's results; rerun the named mutants or those not yet run")
+    parser.add_argument("--pending", action="store_true",
+                        help="with --again: of the mutants named, only those not yet run")
     parser.add_argument("mutants", nargs="*", help="mutant names or shell patterns (with --again)")
     args = parser.parse_args(argv)
     if args.mutants and not args.again:
         parser.error("naming mutants needs --again (a fresh run runs them all)")
+    if args.pending and not args.mutants:
+        parser.error("--pending needs mutant names or patterns (without them, --again runs those not yet run)")
     if not args.again:
         shutil.rmtree(WORK, ignore_errors=True)
     WORK.mkdir(exist_ok=True)
     lay_out(WORK)
+    mutants = args.mutants
+    if args.pending:
+        mutants = [name for name, status in statuses(WORK).items()
+                   if status == "not checked" and any(fnmatch.fnmatchcase(name, pattern) for pattern in mutants)]
+        if not mutants:
+            print("no mutant named is waiting to be run")
+            report(statuses(WORK))
+            return 0
     started = time.monotonic()
-    run = subprocess.run([sys.executable, "-m", "mutmut", "run", "--max-children", str(args.jobs), *args.mutants],
+    run = subprocess.run([sys.executable, "-m", "mutmut", "run", "--max-children", str(args.jobs), *mutants],
                          cwd=WORK)
     elapsed = time.monotonic() - started
     if run.returncode != 0:
