@@ -158,16 +158,14 @@ class AlertBook:
                 return True
             return False
 
-    def expire(self, now: float) -> bool:
-        """Resolve leak alerts quiet for ``leak_resolve_minutes``; True when one resolved."""
+    def expire(self, now: float) -> None:
+        """Resolve leak alerts quiet for ``leak_resolve_minutes``. The dispatcher calls it at the
+        start of each delivery pass, which delivers what it resolves, so it reports nothing."""
         quiet = self.config.leak_resolve_minutes * 60
-        changed = False
         with self._lock:
             for current in list(self._alerts.values()):
                 if current.name == LEAK_CONTEXT and not current.resolved and now - current.updated_at >= quiet:
                     self._put(replace(current, ends_at=now))
-                    changed = True
-        return changed
 
     def resolve_scanned(self, now: float) -> bool:
         """Resolve the alerts only the scheduler's scans keep up to date (staleness, probe leaks):
