@@ -217,8 +217,9 @@ def evaluate(cases: Iterable[Case], runs: Iterable[RunEntry], ks: Sequence[int])
 
 def parse_threshold(text: str) -> tuple[str, float]:
     """``recall@5=0.8`` -> ("recall@5", 0.8), a floor on the whole set; ``turn:follow-up/recall@5=0.6``
-    -> ("turn:follow-up/recall@5", 0.6), a floor on one group of the report. Errors name what is wrong."""
-    name, sep, value = text.partition("=")
+    -> ("turn:follow-up/recall@5", 0.6), a floor on one group of the report. Errors name what is wrong.
+    The value is split at the last ``=``: a number holds none, a group's name may (``tag:lang=de``)."""
+    name, sep, value = text.rpartition("=")
     group, slash, measure = name.rpartition("/")
     metric, at, k = measure.partition("@")
     if not sep or not at or metric not in (*METRICS, "claim_evidence") or not k.isdigit() or (slash and not group):

@@ -1,6 +1,6 @@
-"""Cases with their conversation in ``ragmon eval`` (docs/evaluation.md): follow-up turns scored
-apart from first turns, floors on one group, drops from a baseline per group, and runs that
-replayed a follow-up on another conversation than its case's."""
+"""Cases with their conversation in ``ragmon eval`` (docs/evaluation.md): runs that replayed a
+follow-up on another conversation than its case's, the files and the command. Follow-up turns
+scored apart, floors on one group and drops per group are in test_evaluate.py."""
 
 from __future__ import annotations
 
@@ -11,89 +11,9 @@ import pytest
 from click.testing import CliRunner
 
 from ragmon.monitor.app.cli import main
-from ragmon.monitor.labeling.evaluate import (
-    Case,
-    EarlierTurn,
-    LabeledUnit,
-    RetrievedItem,
-    RunEntry,
-    evaluate,
-    gate,
-    load_cases,
-    load_runs,
-    parse_threshold,
-)
+from ragmon.monitor.labeling.evaluate import EarlierTurn, RunEntry, load_cases, load_runs
 from ragmon.monitor.labeling.replay_check import mismatch_failures, mismatch_notes, mismatches
-
-EARLIER = [EarlierTurn(message="How many vacation days carry over?", answer="Five."),
-           EarlierTurn(message="and for part-timers?", searched=["carry over part-time"])]
-
-
-def retrieved(*docs: str) -> list[RetrievedItem]:
-    return [RetrievedItem(id=f"{doc}#1", doc_id=doc) for doc in docs]
-
-
-def conversation_set():
-    """q1 a first turn (found), q2 a follow-up with its history (missed), q3 a follow-up known by its
-    turn alone (found), q4 an unanswerable follow-up (abstained)."""
-    cases = [Case(id="q1", relevant=[LabeledUnit(doc_id="a")]),
-             Case(id="q2", relevant=[LabeledUnit(doc_id="b")], history=EARLIER, turn=3),
-             Case(id="q3", relevant=[LabeledUnit(doc_id="c")], turn=2),
-             Case(id="q4", expected="abstain", history=EARLIER[:1], split="heldout")]
-    runs = [RunEntry(case_id="q1", retrieved=retrieved("a")),
-            RunEntry(case_id="q2", retrieved=retrieved("x", "y"), history=EARLIER),
-            RunEntry(case_id="q3", retrieved=retrieved("c")),
-            RunEntry(case_id="q4", abstained=True, history=EARLIER[:1])]
-    return cases, runs
-
-
-def test_follow_up_turns_are_scored_apart_from_first_turns():
-    report = evaluate(*conversation_set(), ks=[1, 2])
-    groups = report["groups"]
-    assert list(groups) == ["all", "turn:first", "turn:follow-up", "split:dev", "split:heldout"]
-    assert groups["all"]["metrics"]["recall@1"] == pytest.approx(2 / 3)
-    assert (groups["turn:first"]["answerable"], groups["turn:first"]["metrics"]["recall@1"]) == (1, 1.0)
-    follow_ups = groups["turn:follow-up"]
-    assert (follow_ups["answerable"], follow_ups["unanswerable"]) == (2, 1)  # q2, q3; q4
-    assert follow_ups["metrics"]["recall@2"] == 0.5 and follow_ups["correct_abstention_rate"] == 1.0
-    assert groups["turn:first"]["unanswerable"] == 0
-
-
-def test_a_set_without_follow_ups_reports_as_before():
-    cases = [Case(id="q1", relevant=[LabeledUnit(doc_id="a")]), Case(id="q2", relevant=[LabeledUnit(doc_id="b")],
-                                                                     turn=1, split="heldout")]
-    report = evaluate(cases, [RunEntry(case_id="q1", retrieved=retrieved("a"))], ks=[1])
-    assert list(report["groups"]) == ["all", "split:dev", "split:heldout"]
-
-
-def test_a_floor_can_judge_one_group():
-    assert parse_threshold("turn:follow-up/recall@5=0.6") == ("turn:follow-up/recall@5", 0.6)
-    assert parse_threshold("recall@5=0.6") == ("recall@5", 0.6)
-    for bad in ("/recall@5=0.6", "turn:follow-up/recal@5=0.6", "turn:follow-up/=0.6"):
-        with pytest.raises(ValueError, match="GROUP/"):
-            parse_threshold(bad)
-    report = evaluate(*conversation_set(), ks=[1, 2])
-    floors = [parse_threshold(text) for text in ("recall@2=0.6", "turn:follow-up/recall@2=0.6",
-                                                 "turn:first/recall@2=1", "split:heldout/recall@2=0.1",
-                                                 "turn:follow-up/claim_evidence@2=0.5")]
-    assert gate(report, floors, None, None) == [
-        "turn:follow-up/recall@2 = 0.5000 is under 0.6000",
-        "split:heldout/recall@2: not measured (no answerable case in split:heldout, or k not evaluated)",
-        "turn:follow-up/claim_evidence@2: not measured (no answerable case in turn:follow-up, or k not evaluated)"]
-    assert gate(report, [("recall@3", 0.1)], None, None) == [
-        "recall@3: not measured (no answerable case, or k not evaluated)"]  # the overall floor as it was
-
-
-def test_a_drop_in_follow_ups_fails_against_a_baseline_that_has_them():
-    cases, runs = conversation_set()
-    baseline = evaluate(cases, [*runs[:1], RunEntry(case_id="q2", retrieved=retrieved("b"), history=EARLIER),
-                                *runs[2:]], ks=[1])
-    now = evaluate(cases, runs, ks=[1])
-    failures = gate(now, [], baseline, 0.4)
-    assert sorted(failures) == sorted(f"turn:follow-up/{m}@1 dropped 0.5000 from 1.0000 (allowed 0.4000)"
-                                      for m in ("recall", "precision", "hit", "mrr", "ndcg"))
-    old = {"groups": {"all": baseline["groups"]["all"]}}  # a report from before conversations were kept
-    assert gate(now, [], old, 0.4) == []
+from tests.monitor.test_evaluate import EARLIER, conversation_set, retrieved
 
 
 def test_a_run_replayed_on_another_conversation_is_named():

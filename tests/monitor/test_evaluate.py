@@ -1,5 +1,6 @@
 """Evaluation metrics: agreement with ir-measures (trec_eval underneath) on thousands of random
-runs, and the rules of docs/sampling.md that go beyond document ids (versions, spans, repeats, abstention)."""
+runs, the rules of docs/sampling.md that go beyond document ids (versions, spans, repeats, abstention),
+and the groups of the report (splits, tags, first turns and follow-ups) with their floors and drops."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from ir_measures import RR, P, R, Success, nDCG
 from ragmon.monitor.labeling.evaluate import (
     Case,
     Claim,
+    EarlierTurn,
     LabeledUnit,
     RetrievedItem,
     RunEntry,
@@ -200,7 +202,8 @@ def test_a_baseline_of_an_empty_case_file_compares_nothing():
 @pytest.mark.parametrize("foreign", [{}, {"groups": None}, {"metrics": {"ndcg@1": 0.9}}, [{"groups": {}}], "report"])
 def test_a_baseline_that_is_not_a_report_is_refused_not_compared_to_nothing(foreign):
     report = evaluate(*cases_and_runs(), ks=[1, 2])
-    with pytest.raises(ValueError, match=r"the baseline is not a report of `ragmon eval -o json`"):
+    refused = r"^the baseline is not a report of `ragmon eval -o json` \(it has no groups\)$"
+    with pytest.raises(ValueError, match=refused):
         gate(report, [], foreign, max_drop=0.05)
     assert gate(report, [], foreign, max_drop=None) == []  # no drop asked for: the baseline is not read
 
@@ -217,6 +220,91 @@ def test_a_threshold_without_a_value_names_the_form_expected():
 def test_thresholds_are_checked(text):
     with pytest.raises(ValueError, match="recall|recal"):
         parse_threshold(text)
+
+
+# --- cases from conversations: follow-up turns scored apart (docs/evaluation.md) ---------------------
+
+EARLIER = [EarlierTurn(message="How many vacation days carry over?", answer="Five."),
+           EarlierTurn(message="and for part-timers?", searched=["carry over part-time"])]
+
+
+def retrieved(*docs: str) -> list[RetrievedItem]:
+    return [RetrievedItem(id=f"{doc}#1", doc_id=doc) for doc in docs]
+
+
+def conversation_set():
+    """q1 a first turn (found), q2 a follow-up with its history (missed), q3 a follow-up known by its
+    turn alone (found), q4 an unanswerable follow-up (abstained)."""
+    cases = [Case(id="q1", relevant=[LabeledUnit(doc_id="a")]),
+             Case(id="q2", relevant=[LabeledUnit(doc_id="b")], history=EARLIER, turn=3),
+             Case(id="q3", relevant=[LabeledUnit(doc_id="c")], turn=2),
+             Case(id="q4", expected="abstain", history=EARLIER[:1], split="heldout")]
+    runs = [RunEntry(case_id="q1", retrieved=retrieved("a")),
+            RunEntry(case_id="q2", retrieved=retrieved("x", "y"), history=EARLIER),
+            RunEntry(case_id="q3", retrieved=retrieved("c")),
+            RunEntry(case_id="q4", abstained=True, history=EARLIER[:1])]
+    return cases, runs
+
+
+def test_follow_up_turns_are_scored_apart_from_first_turns():
+    report = evaluate(*conversation_set(), ks=[1, 2])
+    groups = report["groups"]
+    assert list(groups) == ["all", "turn:first", "turn:follow-up", "split:dev", "split:heldout"]
+    assert groups["all"]["metrics"]["recall@1"] == pytest.approx(2 / 3)
+    assert (groups["turn:first"]["answerable"], groups["turn:first"]["metrics"]["recall@1"]) == (1, 1.0)
+    follow_ups = groups["turn:follow-up"]
+    assert (follow_ups["answerable"], follow_ups["unanswerable"]) == (2, 1)  # q2, q3; q4
+    assert follow_ups["metrics"]["recall@2"] == 0.5 and follow_ups["correct_abstention_rate"] == 1.0
+    assert groups["turn:first"]["unanswerable"] == 0
+
+
+def test_a_set_without_follow_ups_reports_as_before():
+    cases = [Case(id="q1", relevant=[LabeledUnit(doc_id="a")]), Case(id="q2", relevant=[LabeledUnit(doc_id="b")],
+                                                                     turn=1, split="heldout")]
+    report = evaluate(cases, [RunEntry(case_id="q1", retrieved=retrieved("a"))], ks=[1])
+    assert list(report["groups"]) == ["all", "split:dev", "split:heldout"]
+
+
+def test_a_floor_can_judge_one_group():
+    assert parse_threshold("turn:follow-up/recall@5=0.6") == ("turn:follow-up/recall@5", 0.6)
+    assert parse_threshold("recall@5=0.6") == ("recall@5", 0.6)
+    for bad in ("/recall@5=0.6", "turn:follow-up/recal@5=0.6", "turn:follow-up/=0.6"):
+        with pytest.raises(ValueError, match="GROUP/"):
+            parse_threshold(bad)
+    report = evaluate(*conversation_set(), ks=[1, 2])
+    floors = [parse_threshold(text) for text in ("recall@2=0.6", "turn:follow-up/recall@2=0.6",
+                                                 "turn:first/recall@2=1", "split:heldout/recall@2=0.1",
+                                                 "turn:follow-up/claim_evidence@2=0.5")]
+    assert gate(report, floors, None, None) == [
+        "turn:follow-up/recall@2 = 0.5000 is under 0.6000",
+        "split:heldout/recall@2: not measured (no answerable case in split:heldout, or k not evaluated)",
+        "turn:follow-up/claim_evidence@2: not measured (no answerable case in turn:follow-up, or k not evaluated)"]
+    assert gate(report, [("recall@3", 0.1)], None, None) == [
+        "recall@3: not measured (no answerable case, or k not evaluated)"]  # the overall floor as it was
+
+
+def test_a_floor_can_judge_a_group_whose_name_holds_an_equals_sign():
+    cases = [Case(id="q1", relevant=[LabeledUnit(doc_id="a")], tags=["lang=de"]),
+             Case(id="q2", relevant=[LabeledUnit(doc_id="b")], tags=["lang=en"])]
+    report = evaluate(cases, [RunEntry(case_id="q1", retrieved=retrieved("x", "a"))], ks=[1, 2])
+    assert parse_threshold("tag:lang=de/recall@2=0.9") == ("tag:lang=de/recall@2", 0.9)
+    assert gate(report, [parse_threshold("tag:lang=de/recall@1=0.5"), parse_threshold("tag:lang=de/recall@2=0.9"),
+                         parse_threshold("tag:lang=en/recall@2=0.5")], None, None) == [
+        "tag:lang=de/recall@1 = 0.0000 is under 0.5000", "tag:lang=en/recall@2 = 0.0000 is under 0.5000"]
+    with pytest.raises(ValueError, match="expected"):  # a value holding `=` is no number either way
+        parse_threshold("recall@5=0.5=0.6")
+
+
+def test_a_drop_in_follow_ups_fails_against_a_baseline_that_has_them():
+    cases, runs = conversation_set()
+    baseline = evaluate(cases, [*runs[:1], RunEntry(case_id="q2", retrieved=retrieved("b"), history=EARLIER),
+                                *runs[2:]], ks=[1])
+    now = evaluate(cases, runs, ks=[1])
+    failures = gate(now, [], baseline, 0.4)
+    assert sorted(failures) == sorted(f"turn:follow-up/{m}@1 dropped 0.5000 from 1.0000 (allowed 0.4000)"
+                                      for m in ("recall", "precision", "hit", "mrr", "ndcg"))
+    old = {"groups": {"all": baseline["groups"]["all"]}}  # a report from before conversations were kept
+    assert gate(now, [], old, 0.4) == []
 
 
 def test_files_load_and_bad_lines_are_named():
