@@ -3,7 +3,7 @@ index health (staleness from the oldest un-indexed change, deletions, removals, 
 
 from __future__ import annotations
 
-from hypothesis import given
+from hypothesis import example, given
 from hypothesis import strategies as st
 
 from ragmon.monitor.core.catalog import (
@@ -424,6 +424,10 @@ events = st.lists(st.one_of(
 
 
 @given(events, st.floats(0, 2000))
+@example([DocumentEvent(doc_id="a", version="2", modified_at=10.0),
+          DocumentEvent(doc_id="b", version="2", modified_at=20.0),
+          IndexEvent(index="policies", doc_id="a", version="1", indexed_at=5.0),
+          IndexEvent(index="policies", doc_id="b", version="1", indexed_at=5.0)], 100.0)  # two stale in one index
 def test_the_health_kept_up_to_date_equals_the_health_from_the_whole_catalog(sequence, now):
     catalog = Catalog()
     for event in sequence:

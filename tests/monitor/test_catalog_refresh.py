@@ -106,6 +106,19 @@ def test_merging_stored_states_takes_those_further_along_only():
     assert full.merge([DocumentState("e", "acme", "1", 1.0, None, False, {"1": 1.0}), revoked], []) == {"d"}
 
 
+def test_merging_index_entries_follows_the_store_and_a_full_catalog_still_takes_the_entries_it_holds():
+    catalog = Catalog(max_index_entries=1)
+    held = IndexedState("policies", "leave", "3", 400.0, "e5@1", 12)
+    assert catalog.merge([], [held]) == {"leave"}
+    assert catalog.merge([], [IndexedState("policies", "leave", "3", 400.0, "e5@1", 12)]) == set()  # read again
+    # another process re-embedded the document with a new model, and indexed a document this one
+    # has no room for: the new entry is refused, the change to the entry held is taken all the same
+    reembedded = IndexedState("policies", "leave", "4", 500.0, "e5@2", 14)
+    assert catalog.merge([], [IndexedState("policies", "travel", "1", 450.0, "e5@2", 3), reembedded]) == {"leave"}
+    assert list(catalog.indexed) == [("policies", "leave")] and catalog.indexed_version("policies", "leave") == "4"
+    assert catalog.health(NOW)["policies"].embedding_models == 1  # e5@1 no longer held by any entry
+
+
 @pytest.mark.parametrize("repeat", [1, 2])
 def test_an_event_that_changes_nothing_reports_no_change(repeat):
     from ragmon.monitor.core.model import DocumentEvent, IndexEvent
