@@ -105,11 +105,10 @@ def matches(item: RetrievedItem, unit: LabeledUnit) -> bool:
 
 
 def credits(retrieved: Sequence[RetrievedItem], units: Sequence[LabeledUnit], k: int) -> list[tuple[int, int]]:
-    """(position from 1, grade) for each relevant unit credited within ``k``."""
+    """(position from 1, grade) for each unit credited within ``k``; ``units`` are the relevant ones
+    (grade >= 1), as :func:`case_metrics` gives them."""
     out = []
     for unit in units:
-        if unit.grade < 1:
-            continue
         for position, item in enumerate(retrieved[:k], start=1):
             if matches(item, unit):
                 out.append((position, unit.grade))
@@ -134,7 +133,7 @@ def case_metrics(retrieved: Sequence[RetrievedItem], units: Sequence[LabeledUnit
         "precision": len(credited) / k,
         "hit": 1.0 if credited else 0.0,
         "mrr": 1.0 / first if first is not None else 0.0,
-        "ndcg": dcg / idcg if idcg > 0 else 0.0,
+        "ndcg": dcg / idcg,  # idcg > 0: a unit of grade >= 1 and k >= 1, which recall and precision divide by
     }
 
 
