@@ -32,8 +32,7 @@ class Flagged:
 
 def flag_passages(trace: TraceEvent, judge: Callable[[Passage], bool | None],
                   document_of: Callable[[Passage], str | None],
-                  unjudged: Callable[[list[Passage]], Unjudged] | None = None, stages: StageIds | None = None
-                  ) -> Flagged:
+                  unjudged: Callable[[list[Passage]], Unjudged], stages: StageIds | None = None) -> Flagged:
     """Judge every copy of every passage (True flags it, False clears it, None: cannot tell).
 
     Copies of one passage id often carry different fields (candidate lists: id and score; the
@@ -41,8 +40,8 @@ def flag_passages(trace: TraceEvent, judge: Callable[[Passage], bool | None],
     flagged, unknown only if every copy is. The combined verdict then counts once per stage the id
     appears in. The context is ``trace.final_context()``. ``document_of`` names a passage's
     document, for the ids reported with the counts. ``unjudged`` names why the copies of a passage
-    none of which could be judged were not (then ``coverage`` counts what was judged and what was
-    not, per stage and over the trace). ``stages``: :func:`stage_ids` of the trace, when the
+    none of which could be judged were not; ``coverage`` counts what was judged and what was not,
+    per stage and over the trace. ``stages``: :func:`stage_ids` of the trace, when the
     caller made them already (two checks of one trace share them).
     """
     context = trace.final_context()
@@ -64,10 +63,10 @@ def flag_passages(trace: TraceEvent, judge: Callable[[Passage], bool | None],
             else:
                 if pid not in verdicts:
                     verdicts[pid] = None
-                if unjudged is not None and verdicts[pid] is None:
+                if verdicts[pid] is None:
                     unknown.setdefault(pid, []).append(passage)
     # the coverage made once, not a default one made and replaced (this runs twice for every trace)
-    result = Flagged(verdicts=verdicts, coverage=Coverage() if unjudged is None else _coverage(
+    result = Flagged(verdicts=verdicts, coverage=_coverage(
         trace, context, verdicts, unknown, unjudged, document_of, stages if stages is not None else stage_ids(trace)))
     if not flagged:  # almost every trace: no counts, no documents to name
         return result
