@@ -1,8 +1,10 @@
-"""`ragmon serve` as a separate process, the way users and orchestrators run it."""
+"""`ragmon serve` as a separate process, the way users and orchestrators run it; and, for a runtime
+run in the test process instead, the garbage collector set as `ragmon serve` sets it."""
 
 from __future__ import annotations
 
 import contextlib
+import gc
 import os
 import ssl
 import subprocess
@@ -117,3 +119,22 @@ def served_in_thread(app) -> Iterator[str]:
     finally:
         server.should_exit = True
         thread.join(15)
+
+
+@contextlib.contextmanager
+def collected_as_served() -> Iterator[None]:
+    """This process's cyclic garbage collector as `ragmon serve` sets it once its runtime is built
+    (``settle_start_up_objects``: what is alive now frozen, young collections every 200,000
+    allocations), given back on exit: the test worker runs other tests after. Enter it once the
+    runtime is built. Under Python's defaults, a runtime fed tens of thousands of events in the test
+    process spends a large part of its CPU in full collections scanning, again and again, the
+    objects it holds (spans in assembly, the loaded catalog, the test's own traffic)."""
+    from ragmon.monitor.app.wiring import settle_start_up_objects
+
+    thresholds = gc.get_threshold()
+    settle_start_up_objects()
+    try:
+        yield
+    finally:
+        gc.unfreeze()
+        gc.set_threshold(*thresholds)

@@ -6,7 +6,6 @@ closed-enum reason (or, for spans without a valid trace id, refused in the OTLP 
 
 from __future__ import annotations
 
-import gc
 import itertools
 import json
 import multiprocessing
@@ -26,10 +25,11 @@ from ragmon.collectors.files import read_dead_letters
 from ragmon.collectors.http import build_app
 from ragmon.exporters.prometheus import metric_sum
 from ragmon.monitor.app.simulate import Simulator
-from ragmon.monitor.app.wiring import build_otlp, build_runtime, build_sources, settle_start_up_objects
+from ragmon.monitor.app.wiring import build_otlp, build_runtime, build_sources
 from ragmon.monitor.config.settings import load_settings
 from ragmon.monitor.core.errors import Reason
 from tests.collectors.kafka_support import committed, end_offsets, new_topic, produce, read_all, wait_for
+from tests.ragmon_process import collected_as_served
 
 EVENTS = int(os.environ.get("FUZZ_EVENTS", 100_000))  # fewer to profile a path; the suite runs 100k
 BATCH = 1000
@@ -301,29 +301,26 @@ def test_a_hundred_thousand_mutated_traces_through_otlp(tmp_path, caplog):
         otlp.start()
         refused_traces = refused_spans = answered_refused = waits = 0
         # The cyclic collector as `ragmon serve` sets it once built: under Python's defaults it scanned
-        # the spans held for assembly again and again, some 30% of this process's CPU. Given back after.
-        thresholds = gc.get_threshold()
-        settle_start_up_objects()
-        started = time.monotonic()
-        try:
-            while ahead:
-                body, spans_refused, traces_refused = ahead.popleft().result()
-                ahead.extend(requests.submit(_mutated_request, seed) for seed in itertools.islice(seeds, 1))
-                refused_spans += spans_refused
-                refused_traces += traces_refused
-                while (answer := client.post("/v1/traces", content=body,
-                                             headers={"content-type": "application/x-protobuf"})).status_code == 503:
-                    waits += 1  # the assembler is full: the client retries, as OTLP exporters do
-                    time.sleep(0.05)
-                assert answer.status_code == 200, (answer.status_code, answer.text[:300])
-                response = ExportTraceServiceResponse()
-                response.ParseFromString(answer.content)
-                answered_refused += response.partial_success.rejected_spans
-        finally:
-            requests.shutdown(cancel_futures=True)
-            otlp.shutdown(timeout=30)  # delivers whatever is still being assembled
-            gc.unfreeze()
-            gc.set_threshold(*thresholds)
+        # the spans held for assembly again and again, some 30% of this process's CPU.
+        with collected_as_served():
+            started = time.monotonic()
+            try:
+                while ahead:
+                    body, spans_refused, traces_refused = ahead.popleft().result()
+                    ahead.extend(requests.submit(_mutated_request, seed) for seed in itertools.islice(seeds, 1))
+                    refused_spans += spans_refused
+                    refused_traces += traces_refused
+                    while (answer := client.post("/v1/traces", content=body, headers={
+                            "content-type": "application/x-protobuf"})).status_code == 503:
+                        waits += 1  # the assembler is full: the client retries, as OTLP exporters do
+                        time.sleep(0.05)
+                    assert answer.status_code == 200, (answer.status_code, answer.text[:300])
+                    response = ExportTraceServiceResponse()
+                    response.ParseFromString(answer.content)
+                    answered_refused += response.partial_success.rejected_spans
+            finally:
+                requests.shutdown(cancel_futures=True)
+                otlp.shutdown(timeout=30)  # delivers whatever is still being assembled
     elapsed = time.monotonic() - started
     accepted, rejected = runtime.pipeline.stats.snapshot()
     without_retrieval = metric_sum(runtime.registry, "ragmon_otlp_traces_without_retrieval_total")
