@@ -90,20 +90,21 @@ def test_a_hundred_thousand_mutated_events_through_the_http_ingest(tmp_path):
     traces = [e for e in simulator.traffic(3000) if e["type"] == "trace"]
     accepted = rejected = duplicates = 0
     started = time.monotonic()
-    for _ in range(EVENTS // BATCH):
-        events = [mutate(rng, rng.choice(traces)) for _n in range(BATCH)]
-        # NDJSON splits on newlines: a mutation holding one would change the count, so none may
-        events = [e.replace(b"\n", b" ") for e in events]
-        answer = client.post("/v1/events", content=b"\n".join(events),
-                             headers={"content-type": "application/x-ndjson"})
-        assert answer.status_code == 200, answer.text[:300]
-        body = answer.json()
-        blank = sum(1 for e in events if not e.strip())  # blank lines are not events
-        assert body["accepted"] + body["rejected"] == BATCH - blank
-        assert all(r["reason"] in {reason.value for reason in Reason} for r in body["rejections"])
-        accepted += body["accepted"]
-        rejected += body["rejected"]
-        duplicates += body["duplicates"]  # the mutations reuse 3,000 traces' ids: many arrive again
+    with collected_as_served():  # the server runs in this process: its collector as in `ragmon serve`
+        for _ in range(EVENTS // BATCH):
+            events = [mutate(rng, rng.choice(traces)) for _n in range(BATCH)]
+            # NDJSON splits on newlines: a mutation holding one would change the count, so none may
+            events = [e.replace(b"\n", b" ") for e in events]
+            answer = client.post("/v1/events", content=b"\n".join(events),
+                                 headers={"content-type": "application/x-ndjson"})
+            assert answer.status_code == 200, answer.text[:300]
+            body = answer.json()
+            blank = sum(1 for e in events if not e.strip())  # blank lines are not events
+            assert body["accepted"] + body["rejected"] == BATCH - blank
+            assert all(r["reason"] in {reason.value for reason in Reason} for r in body["rejections"])
+            accepted += body["accepted"]
+            rejected += body["rejected"]
+            duplicates += body["duplicates"]  # the mutations reuse 3,000 traces' ids: many arrive again
     elapsed = time.monotonic() - started
     letters = read_dead_letters(tmp_path / "dead.jsonl")
     assert len(letters) == rejected
