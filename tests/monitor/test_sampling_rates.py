@@ -17,6 +17,7 @@ from ragmon.monitor.config.settings import load_settings
 from ragmon.monitor.core.records import Privilege, RawRecord
 from ragmon.monitor.labeling.sample_store import SampleStore
 from ragmon.monitor.labeling.sampling import DEFAULT_RATES, SamplingConfig, decide
+from tests.ragmon_process import collected_as_served
 
 TRACES = 100_000
 # trace i belongs to a stratum when i % modulus == residue (besides random, which every trace is in)
@@ -71,10 +72,11 @@ def test_strata_rates_hold_through_the_pipeline(tmp_path):
                 "tenant": "acme", "acl": None}]
     runtime.pipeline.process([RawRecord("file", msgspec.json.encode(e), privilege=Privilege.TRUSTED) for e in catalog])
     encoder = msgspec.json.Encoder()
-    for start in range(0, TRACES, 1000):
-        runtime.pipeline.process([RawRecord("file", encoder.encode(event(i, now)), privilege=Privilege.TRUSTED)
-                                  for i in range(start, min(start + 1000, TRACES))])
-    stored = {s.trace_id: set(s.strata) for s in SampleStore(runtime.engine).find()}
+    with collected_as_served():  # as in `ragmon serve`: not rescanning what the runtime holds
+        for start in range(0, TRACES, 1000):
+            runtime.pipeline.process([RawRecord("file", encoder.encode(event(i, now)), privilege=Privilege.TRUSTED)
+                                      for i in range(start, min(start + 1000, TRACES))])
+        stored = {s.trace_id: set(s.strata) for s in SampleStore(runtime.engine).find()}
     runtime.close()
 
     config = SamplingConfig()
