@@ -364,15 +364,16 @@ def test_a_hundred_thousand_mutated_events_through_kafka(kafka, tmp_path):
     runtime = build_runtime(settings, registry=CollectorRegistry())
     sources = build_sources(runtime)
     started = time.monotonic()
-    for source in sources:
-        source.start()
-    try:
-        ends = end_offsets(kafka, topic)
-        wait_for(lambda: committed(kafka, group, topic) == ends, 300, "the group to commit the log end")
-        assert all(source.error is None for source in sources)
-    finally:
+    with collected_as_served():  # the consumer runs in this process: its collector as in `ragmon serve`
         for source in sources:
-            assert source.shutdown(timeout=30)
+            source.start()
+        try:
+            ends = end_offsets(kafka, topic)
+            wait_for(lambda: committed(kafka, group, topic) == ends, 300, "the group to commit the log end")
+            assert all(source.error is None for source in sources)
+        finally:
+            for source in sources:
+                assert source.shutdown(timeout=30)
     elapsed = time.monotonic() - started
     accepted, rejected = runtime.pipeline.stats.snapshot()
     duplicates = sum(runtime.pipeline.stats.duplicates.values())  # the mutations reuse 3,000 traces' ids
