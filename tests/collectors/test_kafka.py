@@ -44,7 +44,7 @@ from tests.collectors.kafka_support import (
     read_all,
     wait_for,
 )
-from tests.ragmon_process import RagmonServer, scraped
+from tests.ragmon_process import RagmonServer, collected_as_served, scraped
 from tests.services.harness import Kafka
 
 pytestmark = pytest.mark.integration
@@ -122,21 +122,22 @@ def test_fifty_thousand_events_with_malformed_ones_over_six_partitions(kafka, tm
                             group_id=group)
     runtime = build_runtime(settings, registry=CollectorRegistry())
     sources = build_sources(runtime)
-    for source in sources:
-        source.start()
-    try:
-        ends = end_offsets(kafka, topic)
-        wait_for(lambda: committed(kafka, group, topic) == ends, 180, "the group to commit the log end")
-        accepted, rejected = runtime.pipeline.stats.snapshot()
-        assert sum(accepted.values()) == total - sum(broken.values())
-        assert {reason: n for (_, reason), n in rejected.items()} == dict(broken)
-        lag = wait_for(lambda: [s for s in runtime.registry.collect() if s.name == "ragmon_consumer_lag_messages"
-                                and s.samples and s.samples[0].value == 0], 10, "the lag gauge to reach 0")
-        assert lag[0].samples[0].labels == {"topic": topic}
-    finally:
+    with collected_as_served():  # the consumer runs in this process: its collector as in `ragmon serve`
         for source in sources:
-            assert source.shutdown(timeout=30)
-        runtime.close()
+            source.start()
+        try:
+            ends = end_offsets(kafka, topic)
+            wait_for(lambda: committed(kafka, group, topic) == ends, 180, "the group to commit the log end")
+            accepted, rejected = runtime.pipeline.stats.snapshot()
+            assert sum(accepted.values()) == total - sum(broken.values())
+            assert {reason: n for (_, reason), n in rejected.items()} == dict(broken)
+            lag = wait_for(lambda: [s for s in runtime.registry.collect() if s.name == "ragmon_consumer_lag_messages"
+                                    and s.samples and s.samples[0].value == 0], 10, "the lag gauge to reach 0")
+            assert lag[0].samples[0].labels == {"topic": topic}
+        finally:
+            for source in sources:
+                assert source.shutdown(timeout=30)
+            runtime.close()
     letters = read_all(kafka, dlq)
     assert Counter(dict(m.headers)["ragmon.reason"].decode() for m in letters) == broken
     for message in letters:
