@@ -209,11 +209,13 @@ class Catalog:
         """Whether ``version`` of ``doc_id`` is no longer current at the source.
 
         True when the catalog knows a newer version, or the document was deleted. None when the
-        catalog does not know the document. A version the change feed has not announced counts
-        as older, unless ``index`` holds exactly that version, indexed at or after the newest change
-        the catalog knows: then the index is ahead of the change feed, not behind it. The tie goes to
-        the index: sources and indexers often stamp whole seconds, and a version indexed in the same
-        second as the change is taken as that change's.
+        catalog does not know the document. A known version made in the same second as the current
+        one is neither newer nor older (which came first is unknown): it is not outdated. A version
+        the change feed has not announced counts as older, unless ``index`` holds exactly that
+        version, indexed at or after the newest change the catalog knows: then the index is ahead
+        of the change feed, not behind it. The tie goes to the index: sources and indexers often
+        stamp whole seconds, and a version indexed in the same second as the change is taken as
+        that change's.
         """
         document = self.documents.get(doc_id)
         if document is None:
@@ -249,7 +251,7 @@ class Catalog:
             result[index] = IndexHealth(
                 stale_documents=len(pending),
                 max_staleness_seconds=0.0 if oldest is None else max(0.0, now - oldest),
-                embedding_models=models.get(index, 0),
+                embedding_models=models[index],  # _track counts models for every index it judges
                 stalest=[doc_id for _, doc_id in heapq.nsmallest(STALEST_IDS, ((s, d) for d, s in pending))],
             )
         return result
@@ -329,7 +331,6 @@ def _further(when: float, size: int, state: object, held_when: float, held_size:
 
 
 def _remember(history: dict[str, float], version: str, modified_at: float) -> None:
-    history.pop(version, None)
     history[version] = modified_at
     if len(history) > MAX_VERSION_HISTORY:
         for old in sorted(history, key=history.__getitem__)[: len(history) - MAX_VERSION_HISTORY]:

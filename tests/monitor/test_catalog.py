@@ -3,6 +3,7 @@ index health (staleness from the oldest un-indexed change, deletions, removals, 
 
 from __future__ import annotations
 
+import pytest
 from hypothesis import example, given
 from hypothesis import strategies as st
 
@@ -14,6 +15,7 @@ from ragmon.monitor.core.catalog import (
     IndexHealth,
     health_from_scratch,
 )
+from ragmon.monitor.core.errors import InvalidInput, Reason
 from ragmon.monitor.core.model import DocumentEvent, IndexEvent
 
 NOW = 1_796_000_000.0
@@ -442,13 +444,69 @@ def test_the_health_kept_up_to_date_equals_the_health_from_the_whole_catalog(seq
 
 
 def test_a_full_catalog_refuses_a_new_index_entry_by_name_and_still_takes_the_entries_it_holds():
-    import pytest
-
-    from ragmon.monitor.core.errors import InvalidInput
-
     catalog = Catalog(max_index_entries=1)
     catalog.apply_index(indexed(doc_id="leave", version="4", indexed_at=100.0))
-    with pytest.raises(InvalidInput, match=r"catalog\.max_index_entries"):
+    with pytest.raises(InvalidInput) as refused:
         catalog.apply_index(indexed(doc_id="travel", version="1", indexed_at=110.0))
+    # the detail names the setting to raise, as the operator reads it in the dead-letter queue
+    assert (refused.value.reason, refused.value.detail) == (
+        Reason.CATALOG_FULL, "the catalog holds 1 index entries (catalog.max_index_entries)")
     catalog.apply_index(indexed(doc_id="leave", version="5", indexed_at=120.0))
     assert catalog.indexed_version("policies", "leave") == "5"
+
+
+def test_a_full_catalog_refuses_a_new_document_by_name_and_still_takes_changes_to_those_it_holds():
+    catalog = Catalog(max_documents=2)
+    catalog.apply_document(doc(doc_id="leave", version="4", modified_at=100.0))
+    catalog.apply_document(doc(doc_id="travel", version="1", modified_at=100.0))
+    with pytest.raises(InvalidInput) as refused:
+        catalog.apply_document(doc(doc_id="expenses", version="1", modified_at=110.0))
+    assert (refused.value.reason, refused.value.detail) == (
+        Reason.CATALOG_FULL, "the catalog holds 2 documents (catalog.max_documents)")
+    catalog.apply_document(doc(doc_id="leave", version="5", modified_at=120.0))
+    assert catalog.documents["leave"].version == "5" and "expenses" not in catalog.documents
+
+
+def test_an_index_event_of_one_chunk_brings_its_lag():
+    """Only ``chunks: 0`` is a removal; a document embedded as a single chunk is indexed."""
+    catalog = Catalog()
+    catalog.apply_document(doc(version="4", modified_at=200.0))
+    assert catalog.apply_index(indexed(version="4", indexed_at=245.0, chunks=1)) == 45.0
+
+
+def test_a_model_still_held_by_another_document_stays_counted_when_one_document_moves_off_it():
+    catalog = Catalog()
+    catalog.apply_index(indexed(doc_id="a", indexed_at=100.0, embedding_model="e5@1"))
+    catalog.apply_index(indexed(doc_id="b", indexed_at=100.0, embedding_model="e5@1"))
+    catalog.apply_index(indexed(doc_id="a", indexed_at=200.0, embedding_model="e5@2"))
+    assert catalog.health(NOW)["policies"].embedding_models == 2  # b still holds e5@1
+    catalog.apply_index(indexed(doc_id="b", indexed_at=300.0, embedding_model="e5@2"))
+    assert catalog.health(NOW)["policies"].embedding_models == 1
+
+
+def test_a_version_made_in_the_second_of_the_current_one_is_not_taken_as_older():
+    """Two versions stamped with the same time: which came first is unknown (sources stamp whole
+    seconds), so neither is reported outdated nor an index holding either stale; a version made
+    even a moment earlier is older."""
+    catalog = Catalog()
+    catalog.apply_document(doc(version="4", modified_at=100.0))
+    catalog.apply_document(doc(version="5", modified_at=100.0))
+    catalog.apply_document(doc(version="3", modified_at=99.5))  # late, and older
+    catalog.apply_index(indexed(version="4", indexed_at=100.0))
+    assert catalog.documents["leave"].version == "5"
+    assert [catalog.is_outdated("leave", v) for v in ("3", "4", "5")] == [True, False, False]
+    assert [catalog.is_outdated("leave", v, "policies") for v in ("3", "4", "5")] == [True, False, False]
+    assert catalog.health(NOW)["policies"].stale_documents == 0
+    assert health_from_scratch(catalog.documents, catalog.indexed.values(), NOW)["policies"].stale_documents == 0
+
+
+def test_an_index_that_embedded_an_unannounced_version_in_the_second_of_the_newest_change_is_not_stale():
+    """As :meth:`Catalog.is_outdated` judges it: the tie goes to the index."""
+    catalog = Catalog()
+    catalog.apply_document(doc(version="4", modified_at=100.0))
+    catalog.apply_index(indexed(version="5", indexed_at=100.0))
+    assert catalog.health(NOW)["policies"].stale_documents == 0
+    behind = Catalog()
+    behind.apply_document(doc(version="4", modified_at=100.0))
+    behind.apply_index(indexed(version="5", indexed_at=99.5))
+    assert behind.health(NOW)["policies"] == IndexHealth(1, NOW - 100.0, 0, ["leave"])
