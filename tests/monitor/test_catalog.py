@@ -16,7 +16,7 @@ from ragmon.monitor.core.catalog import (
     health_from_scratch,
 )
 from ragmon.monitor.core.errors import InvalidInput, Reason
-from ragmon.monitor.core.model import DocumentEvent, IndexEvent
+from ragmon.monitor.core.model import DocumentEvent, IndexEvent, Passage
 
 NOW = 1_796_000_000.0
 
@@ -510,3 +510,13 @@ def test_an_index_that_embedded_an_unannounced_version_in_the_second_of_the_newe
     behind.apply_document(doc(version="4", modified_at=100.0))
     behind.apply_index(indexed(version="5", indexed_at=99.5))
     assert behind.health(NOW)["policies"] == IndexHealth(1, NOW - 100.0, 0, ["leave"])
+
+
+def test_a_passage_named_only_by_a_document_id_belongs_to_that_document():
+    """OTel GenAI retrieval spans report document ids and scores, no ``doc_id`` field: a passage id
+    the catalog knows as a document is that document; a ``doc_id`` given wins; else unknown."""
+    catalog = Catalog()
+    catalog.apply_document(doc(doc_id="leave", version="4", modified_at=100.0))
+    assert catalog.document_of(Passage(id="leave", score=0.9)) == "leave"
+    assert catalog.document_of(Passage(id="leave#3", score=0.9)) is None
+    assert catalog.document_of(Passage(id="leave#3", doc_id="travel")) == "travel"
