@@ -415,3 +415,107 @@ def test_only_the_samples_the_quota_keeps_are_redacted(tmp_path, monkeypatch):
     # a redaction per row stored: the rows kept, and those a lower-ranked trace displaced later
     assert set(redacted) >= stored
     assert sum(redacted.values()) <= len(stored) + displaced < refused / 4
+
+
+# Chat turns, the conversation stratum and the split, decided by the sampler (docs/sampling.md,
+# "Conversation samples" and "Strata and rates"), read back as the store keeps them.
+
+def chat_turn(trace_id: str, query: str, *, conversation: str | None = "chat-1", turn: int | None = None,
+              at: float = 0.0, tenant: str = "acme", caller: str | None = None, leak: bool = False) -> dict:
+    """A trace of ``tenant``, a turn of ``conversation`` when given; ``leak``: a retrieved passage
+    only group finance may read reaches a caller of group staff (a ``permission_violation``). The
+    caller is the trace's own unless given, so that no question is taken for another's rephrase."""
+    event = {"type": "trace", "trace_id": trace_id, "time": time.time() - 3600 + at, "tenant": tenant,
+             "query": query, "index": {"name": "policies"},
+             "caller": {"id": caller or f"u-{trace_id}", "groups": ["staff"]},
+             "retrievals": [{"retriever": "vector", "passages": [
+                 {"id": f"{trace_id}-p", "text": "Leave carries over.",
+                  "acl": ["group:finance"] if leak else ["*"]}]}],
+             "answer": {"text": "From the handbook.", "citations": []}}
+    if conversation is not None:
+        event["conversation_id"] = conversation
+    if turn is not None:
+        event["turn"] = turn
+    return event
+
+
+def stored_by_id(runtime) -> dict:
+    return {s.trace_id: s for s in SampleStore(runtime.engine).find()}
+
+
+def test_a_chat_turns_sample_carries_the_turns_before_it_by_turn_number(tmp_path):
+    """Turn 3 is stamped before turn 2 (two services' clocks): the turn numbers, not the times,
+    say which turns came before it, so its sample carries turns 1 and 2, in order; a first turn
+    carries none and a trace without a conversation has no history."""
+    runtime = runtime_for(tmp_path, RAGMON_SAMPLING__RATES__RANDOM="1.0")
+    feed(runtime, [chat_turn("t1", "What is the leave policy?", turn=1, at=0, caller="u-7"),
+                   chat_turn("t2", "And for contractors?", turn=2, at=20, caller="u-7"),
+                   chat_turn("t3", "And for interns?", turn=3, at=10, caller="u-7"),
+                   chat_turn("solo", "Where is the expense form?", conversation=None)])
+    stored = stored_by_id(runtime)
+    runtime.close()
+    history = stored["t3"].payload["history"]
+    assert [(h["turn"], h["trace_id"], h["message"]) for h in history] == [
+        (1, "t1", "What is the leave policy?"), (2, "t2", "And for contractors?")]
+    assert stored["t1"].payload["history"] == []
+    assert "history" not in stored["solo"].payload
+
+
+def test_a_conversation_takes_one_place_whichever_of_its_turns_leak(tmp_path):
+    """Turns 2 and 3 of chat-1 leak: each is a leak sample, and the lower-ranked of the two also
+    holds the conversation's one place; turn 1, which did not trigger, is not sampled. chat-2's
+    leaking turn asks what chat-1's turn 2 asked: another conversation, so a place of its own."""
+    runtime = runtime_for(tmp_path, RAGMON_SAMPLING__RATES__RANDOM="0")
+    feed(runtime, [chat_turn("c1", "What is the payroll date?", turn=1, at=1, caller="u-7")])
+    feed(runtime, [chat_turn("c2", "And the salary bands?", turn=2, at=2, leak=True, caller="u-7")])
+    feed(runtime, [chat_turn("c3", "And the bonus table?", turn=3, at=3, leak=True, caller="u-7")])
+    feed(runtime, [chat_turn("d1", "And the salary bands?", conversation="chat-2", turn=1, at=4, leak=True)])
+    stored = stored_by_id(runtime)
+    runtime.close()
+    holder = min(("c2", "c3"), key=lambda trace_id: rank_of("ragmon", trace_id))
+    assert {t: sorted(s.strata) for t, s in stored.items()} == {
+        "c2": ["permission_violation"], "c3": ["permission_violation"],
+        holder: ["conversation", "permission_violation"], "d1": ["conversation", "permission_violation"]}
+
+
+def test_a_conversation_is_drawn_by_its_tenant_and_id(tmp_path):
+    """At rate 0.5 a leaking turn's conversation is sampled when hash(salt, "conversation", tenant
+    NUL conversation_id) < 0.5: a conversation id is drawn in each tenant apart, so some chat is
+    drawn in one tenant and not in the other."""
+    from ragmon.monitor.labeling.sampling import selected
+
+    runtime = runtime_for(tmp_path, RAGMON_SAMPLING__RATES__RANDOM="0", RAGMON_SAMPLING__RATES__CONVERSATION="0.5")
+    chats = [(tenant, f"chat-{n}") for tenant in ("acme", "globex") for n in range(8)]
+    feed(runtime, [chat_turn(f"{tenant}-{chat}", f"Question {n} on the salary bands?", conversation=chat,
+                             tenant=tenant, turn=1, leak=True) for n, (tenant, chat) in enumerate(chats)])
+    stored = stored_by_id(runtime)
+    runtime.close()
+    drawn = {f"{tenant}-{chat}" for tenant, chat in chats
+             if selected("ragmon", "conversation", f"{tenant}\x00{chat}", 0.5)}
+    assert 0 < len(drawn) < len(chats)
+    assert {c for t, c in chats if t == "acme" and f"acme-{c}" in drawn} != {
+        c for t, c in chats if t == "globex" and f"globex-{c}" in drawn}
+    assert {t for t, s in stored.items() if "conversation" in s.strata} == drawn
+    assert len(stored) == len(chats)  # every leak is a sample, drawn for its conversation or not
+
+
+def test_a_samples_split_is_its_questions_whatever_the_tenant_or_wording(tmp_path):
+    """The split is decided by the question's fingerprint: a question asked in one tenant and
+    reworded (case, punctuation, word order, "please") in another lands in the same split, the
+    one hash(salt, "split", fingerprint) gives; at heldout_share 0.5 both splits are used."""
+    from ragmon.monitor.labeling.sampling import question_fingerprint, split_of
+
+    runtime = runtime_for(tmp_path, RAGMON_SAMPLING__RATES__RANDOM="1.0", RAGMON_SAMPLING__HELDOUT_SHARE="0.5")
+    topics = ["leave form", "travel request", "payroll date", "salary bands", "bonus table", "office hours",
+              "parking permit", "expense limit"]
+    asked = {f"acme-{n}": f"Where is the {topic}?" for n, topic in enumerate(topics)}
+    reworded = {f"globex-{n}": f"please, {topic.upper()} where IS" for n, topic in enumerate(topics)}
+    feed(runtime, [chat_turn(trace_id, query, conversation=None, tenant=trace_id.split("-")[0])
+                   for trace_id, query in {**asked, **reworded}.items()])
+    stored = stored_by_id(runtime)
+    runtime.close()
+    assert sorted(stored) == sorted({**asked, **reworded})
+    for n in range(len(topics)):
+        assert stored[f"acme-{n}"].split == stored[f"globex-{n}"].split
+        assert stored[f"acme-{n}"].split == split_of("ragmon", question_fingerprint(asked[f"acme-{n}"]), 0.5)
+    assert {s.split for s in stored.values()} == {"dev", "heldout"}
