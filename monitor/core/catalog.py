@@ -286,16 +286,14 @@ class Catalog:
         return changed
 
     def load(self, documents: list[DocumentState], indexed: list[IndexedState]) -> None:
-        """Replace the contents (at start-up, from the store)."""
+        """Replace the contents (at start-up, from the store, which holds one state per document
+        and one entry per index and document: their primary keys)."""
         with self._lock:
             self.documents = {d.doc_id: d for d in documents}
-            self.indexed = {}
+            self.indexed = {(entry.index, entry.doc_id): entry for entry in indexed}
             self._holders, self._stale, self._models = {}, {}, {}
-            for entry in indexed:
-                key = (entry.index, entry.doc_id)
-                current = self.indexed.get(key)
-                self.indexed[key] = entry
-                self._track(current, entry)
+            for entry in self.indexed.values():
+                self._track(None, entry)
 
 
 def health_from_scratch(documents: dict[str, DocumentState], entries: Iterable[IndexedState],
