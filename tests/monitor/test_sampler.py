@@ -519,3 +519,131 @@ def test_a_samples_split_is_its_questions_whatever_the_tenant_or_wording(tmp_pat
         assert stored[f"acme-{n}"].split == stored[f"globex-{n}"].split
         assert stored[f"acme-{n}"].split == split_of("ragmon", question_fingerprint(asked[f"acme-{n}"]), 0.5)
     assert {s.split for s in stored.values()} == {"dev", "heldout"}
+
+
+# The sampling stage on its own (no pipeline, no database but the last test's SQLite file): the
+# turn rows a chat turn gives, when a decision is None, and whose id a trace's draw is made of.
+
+UNIT_KEY = "sampler-unit-test-key-0123456789"
+
+
+def unit_turn(trace_id: str, *, conversation: str | None = "chat-1", caller: str = "u-7", turn: int | None = 1,
+              query: str = "Where is the leave form?") -> dict:
+    event = {"type": "trace", "trace_id": trace_id, "time": time.time() - 60, "tenant": "acme", "query": query,
+             "index": {"name": "policies"}, "caller": {"id": caller, "groups": ["staff"]},
+             "answer": {"text": "In the portal.", "citations": []}, "context": [{"id": "p1"}]}
+    if conversation is not None:
+        event["conversation_id"] = conversation
+    if turn is not None:
+        event["turn"] = turn
+    return event
+
+
+class SamplingStage:
+    """A sampler behind the decoder and the signals, as the pipeline runs them for one event."""
+
+    def __init__(self, **sampling) -> None:
+        from ragmon.monitor.config.pipeline import Limits, SignalsConfig
+        from ragmon.monitor.core.catalog import Catalog
+        from ragmon.monitor.core.decode import Decoder
+        from ragmon.monitor.core.signals.engine import SignalEngine
+        from ragmon.monitor.labeling.redact import RedactionConfig, Redactor
+        from ragmon.monitor.labeling.sampler import Sampler
+        from ragmon.monitor.labeling.sampling import SamplingConfig
+
+        self.config = SamplingConfig(**sampling)
+        self.decoder = Decoder(Limits(), time.time)
+        self.signals = SignalEngine(SignalsConfig(), Catalog())
+        self.sampler = Sampler(self.config, Redactor(RedactionConfig(caller_key=UNIT_KEY)), decoder=self.decoder,
+                               recent_traces=100)
+
+    def decide(self, event: dict, *, with_signals: bool = True) -> SamplingDecision | None:
+        data = msgspec.json.encode(event)
+        decoded = self.decoder.decode(data)
+        return self.sampler.decide(decoded, self.signals.observe(decoded) if with_signals else None, data)
+
+
+def keyed_hex(message: bytes) -> str:
+    """The first 24 hex digits of HMAC-SHA256 keyed with the caller key (docs/sampling.md, "Redaction")."""
+    import hashlib
+    import hmac
+
+    return hmac.new(UNIT_KEY.encode(), message, hashlib.sha256).hexdigest()[:24]
+
+
+def drawn(salt: str, stratum: str, trace_id: str, rate: float) -> bool:
+    """``hash(salt, stratum, trace_id) < rate``: BLAKE2b over the NUL-joined parts, its first 53
+    bits over 2**53 (docs/sampling.md, "Strata and rates")."""
+    import hashlib
+
+    digest = hashlib.blake2b(f"{salt}\0{stratum}\0{trace_id}".encode(), digest_size=8).digest()
+    return (int.from_bytes(digest, "big") >> 11) / 2**53 < rate
+
+
+def test_a_chat_turn_gives_a_turn_row_named_by_its_conversations_and_callers_pseudonyms():
+    # no stratum draws these turns: each decision is its turn row alone. The second conversation's
+    # id is the first caller's id: keyed apart from callers, the two pseudonyms still differ
+    stage = SamplingStage(rates={"random": 0.0})
+    first = stage.decide(unit_turn("t-1", turn=2, query="Mail the form to jane.doe@example.com"))
+    second = stage.decide(unit_turn("t-2", conversation="u-7", caller="u-8", turn=None))
+    assert first is not None and second is not None and first.samples == second.samples == []
+    assert first.turns == [{"trace_id": "t-1", "tenant": "acme",
+                            "conversation": "conversation:" + keyed_hex(b"conversation\0chat-1"),
+                            "caller": "caller:" + keyed_hex(b"u-7"), "turn": 2, "time": first.turns[0]["time"],
+                            "message": "Mail the form to [EMAIL]", "searched": [], "answer": "In the portal."}]
+    [row] = second.turns
+    assert (row["trace_id"], row["turn"]) == ("t-2", None)
+    assert row["conversation"] == "conversation:" + keyed_hex(b"conversation\0u-7") != first.turns[0]["caller"]
+    assert row["caller"] == "caller:" + keyed_hex(b"u-8")
+
+
+def test_no_turn_row_without_a_conversation_or_with_history_off():
+    # sampling.history_turns 0 turns the feature off: no turn is kept (docs/configuration.md)
+    for stage, event in ((SamplingStage(rates={"random": 0.0}), unit_turn("t-solo", conversation=None)),
+                         (SamplingStage(rates={"random": 0.0}, history_turns=0), unit_turn("t-off"))):
+        assert stage.decide(event) is None
+    sampled = SamplingStage(rates={"random": 1.0}, history_turns=0).decide(unit_turn("t-kept"))
+    assert sampled is not None and [s.trace_id for s in sampled.samples] == ["t-kept"] and sampled.turns == []
+
+
+def test_an_event_that_samples_nothing_gives_no_decision():
+    stage = SamplingStage(rates={"random": 0.0})
+    assert stage.decide(unit_turn("t-held", conversation=None)) is None  # drawn for no stratum
+    for event in ({"type": "document", "doc_id": "d-1", "tenant": "acme", "version": "v1",
+                   "modified_at": "2026-10-30T17:15:48Z", "acl": ["tenant:acme"]},
+                  {"type": "feedback", "trace_id": "t-held", "kind": "thumb", "value": "up"},
+                  {"type": "feedback", "trace_id": "t-never-seen", "kind": "thumb", "value": "down"}):
+        assert stage.decide(event) is None, event["type"]
+    # a pipeline without a signals stage gives a trace no signals: no stratum, nothing decided
+    assert SamplingStage(rates={"random": 1.0}).decide(unit_turn("t-unjudged", conversation=None),
+                                                       with_signals=False) is None
+
+
+def test_each_trace_is_drawn_by_its_own_id():
+    stage = SamplingStage(rates={"random": 0.5})
+    ids = [f"t-{n:02d}" for n in range(16)]
+    expected = [t for t in ids if drawn(stage.config.salt, "random", t, 0.5)]
+    assert 0 < len(expected) < len(ids)  # some traces are drawn, not all or none
+    decisions = [stage.decide(unit_turn(t, conversation=None, query=f"Question {t}?")) for t in ids]
+    assert [s.trace_id for d in decisions if d is not None for s in d.samples] == expected
+    assert all(s.strata == {"random"} for d in decisions if d is not None for s in d.samples)
+
+
+def test_a_batchs_turns_are_stored_before_its_samples_so_a_later_turn_carries_them(tmp_path):
+    from ragmon.monitor.labeling.redact import RedactionConfig, Redactor
+    from ragmon.monitor.storage.store import upgrade
+
+    engine = make_engine(f"sqlite:///{tmp_path / 'ragmon.db'}")
+    upgrade(engine)
+    stage = SamplingStage(rates={"random": 1.0})
+    writer = SampleWriter(SampleStore(engine, key_id=Redactor(RedactionConfig(caller_key=UNIT_KEY)).key_id),
+                          stage.config)
+    for event in (unit_turn("t-1", turn=1, query="What is the leave policy?"),
+                  unit_turn("t-2", turn=2, query="And for contractors?")):
+        writer.consume(SimpleNamespace(sampling=stage.decide(event)))
+    assert writer.flush(1.0)
+    stored = {s.trace_id: s for s in SampleStore(engine).find()}
+    engine.dispose()
+    assert stored["t-1"].payload["history"] == []
+    assert [(h["trace_id"], h["turn"], h["message"], h["answer"]) for h in stored["t-2"].payload["history"]] == [
+        ("t-1", 1, "What is the leave policy?", "In the portal.")]
