@@ -647,3 +647,48 @@ def test_a_batchs_turns_are_stored_before_its_samples_so_a_later_turn_carries_th
     assert stored["t-1"].payload["history"] == []
     assert [(h["trace_id"], h["turn"], h["message"], h["answer"]) for h in stored["t-2"].payload["history"]] == [
         ("t-1", 1, "What is the leave policy?", "In the portal.")]
+
+
+def test_the_quotas_places_taken_and_refused_are_counted(tmp_path):
+    # a stratum capped at one place a week: of two traces of one batch, one takes it, the other is
+    # refused for the cap (docs/sampling.md: ragmon_samples_total, ragmon_samples_dropped_total)
+    runtime = runtime_for(tmp_path, RAGMON_SAMPLING__RATES__RANDOM="1.0",
+                          RAGMON_SAMPLING__WEEKLY_CAP_OVERRIDES__RANDOM="1")
+    feed(runtime, [unit_turn("t-first", conversation=None, query="Where is the leave form?"),
+                   unit_turn("t-second", conversation=None, query="Who signs the travel request?")])
+    assert len(SampleStore(runtime.engine).find()) == 1
+    assert metric_sum(runtime.registry, "ragmon_samples_total", tenant="acme", stratum="random") == 1
+    assert metric_sum(runtime.registry, "ragmon_samples_dropped_total", reason="weekly_cap") == 1
+    runtime.close()
+
+
+def test_the_sampler_remembers_a_bounded_number_of_pseudonyms():
+    # the last 4,096 pseudonyms of each kind are remembered (docs/performance.md): once that many
+    # conversations and callers were seen, new ones take the places of old ones and the sampler's
+    # memory stops growing. The signals are the first turn's for every turn, so that the signal
+    # engine's own memories (bounded apart) stay out of the count.
+    import gc
+    import tracemalloc
+
+    stage = SamplingStage(rates={"random": 0.0})
+    first = stage.decoder.decode(msgspec.json.encode(unit_turn("t-0")))
+    signals = stage.signals.observe(first)
+
+    def turns(start: int, count: int) -> None:
+        for n in range(start, start + count):  # one trace id: one held record, replaced each time
+            data = msgspec.json.encode(unit_turn("t-0", conversation=f"chat-{n}", caller=f"u-{n}"))
+            assert stage.sampler.decide(stage.decoder.decode(data), signals, data) is not None
+
+    tracemalloc.start()  # from the start: what is forgotten later was counted when it was made
+    try:
+        turns(0, 4_200)
+        gc.collect()
+        before = tracemalloc.get_traced_memory()[0]
+        turns(4_200, 1_000)
+        gc.collect()
+        grown = tracemalloc.get_traced_memory()[0] - before
+    finally:
+        tracemalloc.stop()
+    # a pseudonym remembered, with its id, takes more than 100 bytes: 1,000 more of either kind
+    # would add over 100 KB
+    assert grown < 32_000
