@@ -77,7 +77,8 @@ class SpanMapper:
         by_id = {s.span_id: s for s in spans}
         root = next((s for s in spans if not s.parent_id or s.parent_id not in by_id), spans[0])
         levels = [level for level in (level_of(span, self.dialects) for span in spans) if level is not None]
-        explicit_context = _first(string_list(s.attributes.get(sc.CONTEXT_DOCUMENT_IDS)) for s in [root, *spans])
+        explicit_context = _first(string_list(ids) for s in [root, *spans]
+                                  if (ids := s.attributes.get(sc.CONTEXT_DOCUMENT_IDS)) is not None)
         if not levels and explicit_context is None:
             return Mapped(None)
         tops = nest(levels, by_id)
@@ -107,18 +108,22 @@ class SpanMapper:
     def _passages(self, documents: list[RawDocument], mapped: Mapped) -> list[dict[str, Any]]:
         passages = []
         for document in documents:
-            passage_id, derived = self._namer.passage_id(document)
-            if passage_id is None:
-                mapped.unmapped += 1
-                continue
-            if derived is not None:
-                mapped.derived[derived] += 1
+            if document.id:  # the namer's first rule, without its call: nearly every document has its id
+                passage_id = document.id
+            else:
+                passage_id, derived = self._namer.passage_id(document)
+                if passage_id is None:
+                    mapped.unmapped += 1
+                    continue
+                if derived is not None:
+                    mapped.derived[derived] += 1
             passage: dict[str, Any] = {"id": passage_id}
             if document.score is not None:
                 passage["score"] = document.score
             if document.content is not None:
                 passage["text"] = document.content
-            passage.update(document.fields)
+            if document.fields:
+                passage.update(document.fields)
             if "doc_id" not in passage and document.metadata:
                 doc_id = self._namer.doc_id(document.metadata)
                 if doc_id is not None:
@@ -162,7 +167,7 @@ class SpanMapper:
         return event
 
     def _dialect(self, span: Span):
-        return self.dialects.reading(span).dialect
+        return (span.reading or self.dialects.reading(span)).dialect  # read as it arrived, nearly always
 
     def _facts(self, precedence: list[Span]) -> TraceFacts:
         """Each fact from the first span of ``precedence`` that has it."""
@@ -232,16 +237,23 @@ def _share_fields(retrievals: list[dict[str, Any]]) -> None:
     """A passage reported without any passage field takes those of another copy of it in the
     trace: a reranker's output often carries ids, content and scores only (Haystack's rankers),
     while the retriever's list had the document's id, version and ACL, which an alert must name."""
-    copies: dict[str, list[dict[str, Any]]] = {}
+    first: dict[str, dict[str, Any]] = {}
+    copies: dict[str, list[dict[str, Any]]] = {}  # of the ids reported more than once: a list for those only
     for retrieval in retrievals:
         for passage in retrieval["passages"]:
-            copies.setdefault(passage["id"], []).append(passage)
+            pid = passage["id"]
+            if pid in first:
+                same = copies.get(pid)
+                if same is None:
+                    copies[pid] = [first[pid], passage]
+                else:
+                    same.append(passage)
+            else:
+                first[pid] = passage
     for same in copies.values():
-        if len(same) < 2:
-            continue
         bare, source = [], None
         for passage in same:
-            if not passage.keys() & _FIELDS:
+            if passage.keys().isdisjoint(_FIELDS):  # no set made: this runs for every copy
                 bare.append(passage)
             elif source is None:
                 source = passage
@@ -289,12 +301,23 @@ def _outermost(spans: Iterable[Span], by_id: dict[str, Span]) -> dict[str, Span]
 
 
 def _latency(root: Span, tops: list[Level], generations: dict[str, Span]) -> dict[str, float]:
-    latency = {
-        "retrieve": sum(top.span.duration_ms for top in tops if top.kind == "retriever"),
-        "rerank": sum(top.span.duration_ms for top in tops if top.kind == "reranker"),
-        "generate": sum(span.duration_ms for span in {s.span_id: s for s in generations.values()}.values()),
-    }
-    return {**{k: round(v, 3) for k, v in latency.items() if v}, "total": round(root.duration_ms, 3)}
+    retrieve = rerank = generate = 0  # summed as sum() does: an int 0 when there is nothing
+    for top in tops:
+        if top.kind == "retriever":
+            retrieve += top.span.duration_ms
+        elif top.kind == "reranker":
+            rerank += top.span.duration_ms
+    counted: set[str] = set()  # nested calls of one generation map to one outermost span: counted once
+    for span in generations.values():
+        if span.span_id not in counted:
+            counted.add(span.span_id)
+            generate += span.duration_ms
+    latency = {}
+    for name, value in (("retrieve", retrieve), ("rerank", rerank), ("generate", generate)):
+        if value:
+            latency[name] = round(value, 3)
+    latency["total"] = round(root.duration_ms, 3)
+    return latency
 
 
 def _count(value: Any) -> int | None:

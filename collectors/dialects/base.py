@@ -124,7 +124,9 @@ class CallerKeys:
 
     def associated(self, attributes: dict[str, Any]) -> TraceFacts:
         """:meth:`facts` of a span's association properties: a lookup per key, no scan."""
-        if self._any_associated_key.isdisjoint(attributes):  # most spans carry none: one pass in C
+        # most spans carry none; a keys view against a set iterates the smaller of the two (a
+        # retriever span may carry a hundred document attributes), a set against a dict the dict
+        if attributes.keys().isdisjoint(self._any_associated_key):
             return TraceFacts()
         return self._facts(attributes.get, self._associated_keys)
 
@@ -199,6 +201,9 @@ class Dialect:
 
     def __init__(self, caller_keys: CallerKeys | None = None) -> None:
         self.caller_keys = caller_keys or CallerKeys()
+        # every attribute key :meth:`facts` reads beside ``metadata``: a span carrying none of them
+        # (nearly every span but the root) says nothing there, and is told so by one set operation
+        self._fact_keys = self.caller_keys._any_associated_key | _HAND_SET_FACT_KEYS
 
     # --- as the span arrives ----------------------------------------------------------------
 
@@ -256,13 +261,16 @@ class Dialect:
         """Caller, tenant, index and answer facts the span carries: here those an application
         sets by hand; a dialect adds its own places (and gives them precedence)."""
         a = span.attributes
-        facts = self.caller_keys.associated(a)  # set by OpenLLMetry's SDK on spans of any instrumentation
-        facts.caller_id = facts.caller_id or _text(a, sc.USER_ID) or _text(a, sc.ENDUSER_ID)
-        if facts.groups is None and sc.CALLER_GROUPS in a:
-            facts.groups = string_list(a[sc.CALLER_GROUPS])
-        facts.conversation = facts.conversation or _text(a, sc.SESSION_ID) or _text(a, sc.GENAI_CONVERSATION)
-        facts.index = facts.index or _text(a, sc.GENAI_DATA_SOURCE)
-        facts.turn = turn_number(a.get(_ASSOCIATED_TURN))
+        if a.keys().isdisjoint(self._fact_keys):  # iterates the smaller: no scan of a large span's attributes
+            facts = TraceFacts()
+        else:
+            facts = self.caller_keys.associated(a)  # set by OpenLLMetry's SDK on spans of any instrumentation
+            facts.caller_id = facts.caller_id or _text(a, sc.USER_ID) or _text(a, sc.ENDUSER_ID)
+            if facts.groups is None and sc.CALLER_GROUPS in a:
+                facts.groups = string_list(a[sc.CALLER_GROUPS])
+            facts.conversation = facts.conversation or _text(a, sc.SESSION_ID) or _text(a, sc.GENAI_CONVERSATION)
+            facts.index = facts.index or _text(a, sc.GENAI_DATA_SOURCE)
+            facts.turn = turn_number(a.get(_ASSOCIATED_TURN))
         metadata = a.get(sc.METADATA)
         return metadata_facts(json_object(metadata), facts) if metadata else facts
 
@@ -293,6 +301,11 @@ def check_application_attributes(attributes: dict[str, Any], problems: Problems)
                 problems.append((key, f"`{key}` is not a list of strings"))
             elif isinstance(attributes[key], str):
                 attributes[key] = listed  # JSON text of a list: parsed here once, not again by the mapper
+
+
+#: The hand-set attributes :meth:`Dialect.facts` reads (besides ``metadata`` and the association properties).
+_HAND_SET_FACT_KEYS = frozenset((sc.USER_ID, sc.ENDUSER_ID, sc.CALLER_GROUPS, sc.SESSION_ID, sc.GENAI_CONVERSATION,
+                                 sc.GENAI_DATA_SOURCE, _ASSOCIATED_TURN))
 
 
 def _text(attributes: dict[str, Any], key: str) -> str | None:
