@@ -36,10 +36,14 @@ def content_id(text: str) -> str:
     return "sha:" + hashlib.blake2b(text.encode("utf-8"), digest_size=16).hexdigest()
 
 
+_NO_PART = (bool, dict)  # tuples made once: a union in isinstance is built anew at each call
+_SEQUENCES = (list, tuple)
+
+
 def _part(value: Any) -> str | None:
-    if value is None or isinstance(value, bool | dict):
+    if value is None or isinstance(value, _NO_PART):
         return None
-    if isinstance(value, list | tuple):
+    if isinstance(value, _SEQUENCES):
         return ":".join(str(v) for v in value) if value else None
     text = str(value)
     return text or None

@@ -86,11 +86,17 @@ CHECKED_ATTRIBUTES = ("metadata", "document.metadata", "document.score", GENAI_D
 
 _decode_json = msgspec.json.Decoder().decode
 _encode_json = msgspec.json.Encoder().encode
+# Classes as tuples, made once: ``isinstance(v, str | int)`` builds the union anew at every call, and
+# these run for every attribute, document and listed id of every span
+_TEXTS = (str, bytes)
+_SEQUENCES = (list, tuple)
+_ID_TYPES = (str, int)
+_NOT_SCALAR = (bool, dict, list)
 
 
 def parse_json_text(value: Any) -> Any:
     """JSON inside an attribute value; None when it is not JSON (or nested beyond reason)."""
-    if not isinstance(value, str | bytes):
+    if not isinstance(value, _TEXTS):
         return None
     try:
         return _decode_json(value)
@@ -110,9 +116,17 @@ def string_list(value: Any) -> list[str] | None:
     """A list of strings given as a list or as a JSON array; None for anything else."""
     if isinstance(value, str):
         value = parse_json_text(value)
-    if isinstance(value, list | tuple) and all(isinstance(v, str | int) and not isinstance(v, bool) for v in value):
-        return [str(v) for v in value]
-    return None
+    if not isinstance(value, _SEQUENCES):
+        return None
+    texts = []
+    for v in value:  # a loop, not all() over a generator: this runs for every span's groups and listed ids
+        if v.__class__ is str:
+            texts.append(v)
+        elif isinstance(v, _ID_TYPES) and not isinstance(v, bool):
+            texts.append(str(v))
+        else:
+            return None
+    return texts
 
 
 def scalar_text(value: Any) -> str | None:
@@ -120,7 +134,7 @@ def scalar_text(value: Any) -> str | None:
     a boolean, or a list or object."""
     if type(value) is str:  # nearly always: no other test needed
         return value or None
-    if value is None or isinstance(value, bool | dict | list):
+    if value is None or isinstance(value, _NOT_SCALAR):
         return None
     return str(value) or None
 
