@@ -60,11 +60,12 @@ def flag_passages(trace: TraceEvent, judge: Callable[[Passage], bool | None],
             elif verdict is False:
                 if not verdicts.get(pid):
                     verdicts[pid] = False
-            else:
-                if pid not in verdicts:
-                    verdicts[pid] = None
-                if verdicts[pid] is None:
-                    unknown.setdefault(pid, []).append(passage)
+            elif verdicts.setdefault(pid, None) is None:  # no copy judged so far
+                copies = unknown.get(pid)
+                if copies is None:
+                    unknown[pid] = [passage]
+                else:
+                    copies.append(passage)
     # the coverage made once, not a default one made and replaced (this runs twice for every trace)
     result = Flagged(verdicts=verdicts, coverage=_coverage(
         trace, context, verdicts, unknown, unjudged, document_of, stages if stages is not None else stage_ids(trace)))
@@ -92,28 +93,39 @@ def _coverage(trace: TraceEvent, context: list[Passage], verdicts: dict[str, boo
         if context_ids:
             coverage.judged["context"] = len(context_ids)
         return coverage
-    reasons = {pid: unjudged(copies) for pid, copies in unknown.items() if verdicts[pid] is None}
+    # counted as they are found, each container filled once: this runs for both checks of every trace
+    # whose passages a catalog does not cover (and for every trace of a monitor without a catalog)
+    reasons: dict[str, Unjudged] = {}
+    per_reason = coverage.reasons
+    for pid, copies in unknown.items():
+        if verdicts[pid] is None:  # else a later copy was judged
+            reason = reasons[pid] = unjudged(copies)
+            per_reason[reason] = per_reason.get(reason, 0) + 1
     coverage.served_unjudged = len(reasons)
-    for reason in reasons.values():
-        coverage.reasons[reason] = coverage.reasons.get(reason, 0) + 1
     for stage, ids in (("candidates", candidates), ("context", context_ids)):
         if not ids:
             continue
-        missing = [pid for pid in ids if pid in reasons]
-        if len(missing) < len(ids):
-            coverage.judged[stage] = len(ids) - len(missing)
-        for pid in missing:
-            key = (stage, reasons[pid])
-            coverage.unjudged[key] = coverage.unjudged.get(key, 0) + 1
-    if reasons:  # examples, those the model saw first
-        ordered = [p for p in context if p.id in reasons] + [p for r in trace.retrievals for p in r.passages
-                                                              if p.id in reasons]
+        at_stage: dict[Unjudged, int] = {}  # in the order the reasons are first met, as the keys were added
+        for pid in ids:
+            reason = reasons.get(pid)
+            if reason is not None:
+                at_stage[reason] = at_stage.get(reason, 0) + 1
+        missing = sum(at_stage.values())
+        if missing < len(ids):
+            coverage.judged[stage] = len(ids) - missing
+        for reason, count in at_stage.items():
+            coverage.unjudged[(stage, reason)] = count
+    if reasons:  # examples, those the model saw first: the context, then the lists
         seen: set[str] = set()
-        for passage in ordered:
-            if passage.id not in seen and len(seen) < MAX_IDS:
-                seen.add(passage.id)
-                coverage.examples.append((passage.id, next(filter(None, map(document_of, unknown[passage.id])),
-                                                           passage.doc_id), reasons[passage.id]))
+        for passages in (context, *(r.passages for r in trace.retrievals)):
+            for passage in passages:
+                pid = passage.id
+                if pid in reasons and pid not in seen:
+                    seen.add(pid)
+                    coverage.examples.append((pid, next(filter(None, map(document_of, unknown[pid])), passage.doc_id),
+                                              reasons[pid]))
+                    if len(seen) == MAX_IDS:
+                        return coverage
     return coverage
 
 
