@@ -30,6 +30,12 @@ from ragmon.collectors.span_reading import RawDocument, make_document
 REDACTED = "__REDACTED__"
 
 _KINDS = {sc.RETRIEVER: ("retriever", sc.RETRIEVAL_DOCUMENTS), sc.RERANKER: ("reranker", sc.RERANKER_OUTPUT_DOCUMENTS)}
+#: Attribute keys whose split into (document number, field) is remembered, per list prefix: the
+#: same keys recur in every span of a kind (``retrieval.documents.3.document.id``), and they are the
+#: sender's, so the memory is bounded (about 1 MB at most)
+MAX_CACHED_KEYS = 4096
+_KEY_PARTS: dict[str, dict[str, tuple[str, str] | None]] = {prefix: {} for _, prefix in _KINDS.values()}
+_NEW = object()
 
 
 class OpenInference(Dialect):
@@ -98,13 +104,18 @@ def documents_of(attributes: Mapping[str, Any], prefix: str, problems: Problems)
     """The documents flattened into ``<prefix>.<n>.document.<field>`` attributes, in order of n."""
     found: dict[str, dict[str, Any]] = {}
     head = prefix + "."
-    cut = len(head)
+    parts_of = _KEY_PARTS.get(prefix)
+    if parts_of is None:  # a prefix of no list kind: nothing remembered
+        parts_of = {}
     for key, value in attributes.items():
-        if not key.startswith(head):
-            continue
-        # string methods, not a regular expression: this runs for every attribute of every passage
-        number, dot, name = key[cut:].partition(".document.")
-        if dot and name and number.isdecimal():
+        # one lookup for a key seen before: this runs for every attribute of every passage
+        parts = parts_of.get(key, _NEW)
+        if parts is _NEW:
+            parts = _document_key(key, head)
+            if len(parts_of) < MAX_CACHED_KEYS:
+                parts_of[key] = parts
+        if parts is not None:
+            number, name = parts
             document = found.get(number)
             if document is None:
                 document = found[number] = {}
@@ -117,6 +128,15 @@ def documents_of(attributes: Mapping[str, Any], prefix: str, problems: Problems)
         documents.append(make_document(d.get("id"), d.get("score"), None if content == REDACTED else content,
                                        None if metadata == REDACTED else metadata, f"{head}{n}.document", problems))
     return documents
+
+
+def _document_key(key: str, head: str) -> tuple[str, str] | None:
+    """``(number, field)`` of a ``<head><number>.document.<field>`` key; None for any other key."""
+    if not key.startswith(head):
+        return None
+    # string methods, not a regular expression
+    number, dot, name = key[len(head):].partition(".document.")
+    return (number, name) if dot and name and number.isdecimal() else None
 
 
 def _shown(value: Any) -> Any:

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import json
 
-from ragmon.collectors.dialects import Dialects
+from ragmon.collectors.dialects import Dialects, openinference
 from ragmon.collectors.otlp_wire import Span
 from ragmon.collectors.span_mapping import SpanMapper
 
@@ -46,6 +46,21 @@ def test_a_retrievers_eleventh_and_later_documents_keep_their_rank():
     event = SpanMapper().map([retriever]).event
     assert ids(event) == [[d["id"] for d in found]]
     assert [p["score"] for p in event["retrievals"][0]["passages"]] == [d["score"] for d in found]
+
+
+def test_documents_are_read_alike_once_the_memory_of_attribute_keys_is_full():
+    # the split of each document attribute key is remembered up to a bound (the keys are the
+    # sender's): a span of more documents than that is read in full all the same, twice alike
+    found = [{"id": f"node-{n}", "score": 0.5, "content": f"passage {n}"} for n in range(openinference.MAX_CACHED_KEYS)]
+
+    def read() -> list[str]:
+        retriever = with_documents(span(1, None, "VectorIndexRetriever.retrieve", 0, 10,
+                                        openinference__span__kind="RETRIEVER", input__value="how many days?"),
+                                   "retrieval.documents", found)
+        return ids(SpanMapper().map([retriever]).event)[0]
+
+    assert read() == read() == [d["id"] for d in found]
+    assert all(len(keys) <= openinference.MAX_CACHED_KEYS for keys in openinference._KEY_PARTS.values())
 
 
 def test_the_span_kind_is_read_in_any_case():
