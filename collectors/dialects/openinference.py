@@ -31,9 +31,11 @@ REDACTED = "__REDACTED__"
 
 _KINDS = {sc.RETRIEVER: ("retriever", sc.RETRIEVAL_DOCUMENTS), sc.RERANKER: ("reranker", sc.RERANKER_OUTPUT_DOCUMENTS)}
 #: Attribute keys whose split into (document number, field) is remembered, per list prefix: the
-#: same keys recur in every span of a kind (``retrieval.documents.3.document.id``), and they are the
-#: sender's, so the memory is bounded (about 1 MB at most)
+#: same keys recur in every span of a kind (``retrieval.documents.3.document.id``). The keys are the
+#: sender's, so the memory is bounded by their number and length (under 1 MB a prefix): a longer key
+#: is split every time it comes
 MAX_CACHED_KEYS = 4096
+MAX_CACHED_KEY_LENGTH = 128
 _KEY_PARTS: dict[str, dict[str, tuple[str, str] | None]] = {prefix: {} for _, prefix in _KINDS.values()}
 _NEW = object()
 
@@ -112,7 +114,7 @@ def documents_of(attributes: Mapping[str, Any], prefix: str, problems: Problems)
         parts = parts_of.get(key, _NEW)
         if parts is _NEW:
             parts = _document_key(key, head)
-            if len(parts_of) < MAX_CACHED_KEYS:
+            if len(parts_of) < MAX_CACHED_KEYS and len(key) <= MAX_CACHED_KEY_LENGTH:
                 parts_of[key] = parts
         if parts is not None:
             number, name = parts

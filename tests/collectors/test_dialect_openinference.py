@@ -63,6 +63,19 @@ def test_documents_are_read_alike_once_the_memory_of_attribute_keys_is_full():
     assert all(len(keys) <= openinference.MAX_CACHED_KEYS for keys in openinference._KEY_PARTS.values())
 
 
+def test_a_long_attribute_key_is_read_but_not_remembered(monkeypatch):
+    # a sender's key of any length would otherwise stay in memory: only short keys are remembered
+    monkeypatch.setitem(openinference._KEY_PARTS, "retrieval.documents", {})  # room left, whatever ran before
+    long_key = "retrieval.documents.0.document.metadata." + "x" * openinference.MAX_CACHED_KEY_LENGTH
+    retriever = with_documents(span(1, None, "VectorIndexRetriever.retrieve", 0, 10,
+                                    openinference__span__kind="RETRIEVER", input__value="how many days?"),
+                               "retrieval.documents", [{"id": "node-0", "score": 0.5}, {"id": "node-1", "score": 0.4}])
+    retriever.attributes[long_key] = "a value"
+    assert ids(SpanMapper().map([retriever]).event) == [["node-0", "node-1"]]
+    assert all(len(key) <= openinference.MAX_CACHED_KEY_LENGTH
+               for keys in openinference._KEY_PARTS.values() for key in keys)
+
+
 def test_the_span_kind_is_read_in_any_case():
     # OpenInference's tracer API takes the kinds in lower case ("retriever") and its own GenAI
     # conversion reads the attribute case-blind; an application setting it by hand may write either
