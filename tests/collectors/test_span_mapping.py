@@ -152,6 +152,21 @@ def test_the_reranker_output_is_the_context_and_a_list():
     assert [p["id"] for p in context_of(event)] == ["b"] and event["answer"]["text"] == "a"
 
 
+def test_every_bare_copy_of_a_passage_takes_the_fields_of_the_copy_that_has_them():
+    # a retriever that names the document and its ACL, a second retriever and a reranker that report
+    # the id and a score only (Haystack's rankers): each bare copy gets the document's fields
+    root = span(1, None, "query", 0, 50, openinference__span__kind="CHAIN", input__value="q")
+    named = retriever(2, 1, "retrieve", 1, 10, {"id": "b", "score": 0.3,
+                                                "metadata": '{"doc_id": "handbook", "acl": ["group:hr"]}'})
+    second = retriever(3, 1, "retrieve", 11, 15, {"id": "b", "score": 0.4})
+    kept = docs("reranker.output_documents", {"id": "b", "score": 0.9})
+    rerank = span(4, 1, "rerank", 16, 20, openinference__span__kind="RERANKER", reranker__model_name="ce",
+                  **{k.replace(".", "__"): v for k, v in kept.items()})
+    event = mapped(root, named, second, rerank).event
+    assert [[(p["doc_id"], p["acl"], p["score"]) for p in r["passages"]] for r in event["retrievals"]] == [
+        [("handbook", ["group:hr"], 0.3)], [("handbook", ["group:hr"], 0.4)], [("handbook", ["group:hr"], 0.9)]]
+
+
 def test_an_explicit_context_wins_and_keeps_the_fields_its_passages_had_in_the_lists():
     root = span(1, None, "answer", 0, 50, ragmon__context__document_ids=["b", "zz"])
     found = retriever(2, 1, "retrieve", 1, 10, {"id": "a"}, {"id": "b", "metadata": '{"acl": ["group:x"]}'})
@@ -630,6 +645,19 @@ def test_the_latency_of_each_stage_in_milliseconds_to_the_microsecond():
     generate.start_ns, generate.end_ns = at(22), at(94.9876543)
     event = mapped(root, found, rerank, generate).event
     assert event["latency_ms"] == {"retrieve": 12.235, "rerank": 7.0, "generate": 72.988, "total": 95.123}
+
+
+def test_the_latency_of_a_stage_run_twice_is_the_sum_of_its_runs():
+    # two retrievers one after the other (a multi-query chat), two rerankers likewise
+    def ranker(span_id: int, start: int, end: int) -> Span:
+        kept = docs("reranker.output_documents", {"id": "a"})
+        return span(span_id, 1, "rerank", start, end, openinference__span__kind="RERANKER",
+                    **{k.replace(".", "__"): v for k, v in kept.items()})
+
+    root = span(1, None, "query", 0, 100, openinference__span__kind="CHAIN", input__value="q")
+    first, second = retriever(2, 1, "retrieve", 1, 11, {"id": "a"}), retriever(3, 1, "retrieve", 12, 32, {"id": "b"})
+    event = mapped(root, first, second, ranker(4, 33, 36), ranker(5, 37, 44)).event
+    assert (event["latency_ms"]["retrieve"], event["latency_ms"]["rerank"]) == (30.0, 10.0)
 
 
 def test_tokens_are_summed_over_calls_and_a_calls_nested_spans_count_their_largest_figure():

@@ -262,6 +262,16 @@ def test_every_passage_is_judged_or_counted_not_judged_with_its_reason_per_stage
                                  ("e", None, "unknown_document")]
 
 
+def test_a_passage_no_copy_of_which_was_judged_is_explained_by_all_its_copies():
+    # the retriever's copy names the document, the context's (ids and text only, as some
+    # instrumentations report it) does not: the reason and the example come from the copy that says most
+    catalog = catalog_with(document("memo"))  # memo: no ACL known
+    trace = make_trace([("vector", [p("c", doc_id="memo")])], context=[p("c")])
+    coverage = permission_violations(trace, catalog).coverage
+    assert coverage.unjudged == {("candidates", "no_acl"): 1, ("context", "no_acl"): 1}
+    assert coverage.examples == [("c", "memo", "no_acl")]
+
+
 def test_a_passage_judged_by_any_copy_is_judged_at_every_stage_it_is_in():
     trace = make_trace([("vector", [p("x"), p("y")])], context=[p("x", ["group:staff"])])
     coverage = permission_violations(trace, Catalog()).coverage
