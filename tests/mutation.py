@@ -14,7 +14,8 @@ the path.
 
 What is mutated and which tests run is mutmut's configuration, ``[tool.mutmut]`` in
 pyproject.toml. A fresh run starts from nothing; ``--again`` brings the copy up to date with the
-tree (changed tests and sources) and reruns the named mutants (shell patterns, e.g.
+tree (changed tests and sources; after a source changed, the record of which tests call what is
+made again from every test) and reruns the named mutants (shell patterns, e.g.
 ``'ragmon.alerts.state.*'``), or those not yet run; with ``--pending`` as well, only the named
 mutants not yet run (mutmut reruns every mutant named, results or not). Prints the count per
 module and each mutant that survived, with its diff.
@@ -40,27 +41,35 @@ WORK = ROOT / ".mutation"
 FUNCTION = re.compile(r"\.(x_|xǁ)[^.]*__mutmut_\d+$")
 
 
-def lay_out(work: Path) -> None:
+def lay_out(work: Path) -> bool:
     """Copy the tree into ``work`` as installed (pyproject's package-dir), with the tests and
     pyproject.toml beside it; files already there and unchanged are left as they are, so mutmut
-    sees by their times which sources changed."""
+    sees by their times which sources changed. Returns whether a source file changed."""
     pyproject = ROOT / "pyproject.toml"
     package_dir = tomllib.loads(pyproject.read_text())["tool"]["setuptools"]["package-dir"]
     ignore = shutil.ignore_patterns("__pycache__", "*.pyc")
+    changed: list[Path] = []
+
+    def copy_source(source: str, target: str) -> None:
+        if _copy_if_changed(source, target):
+            changed.append(Path(target))
+
     # the outer packages first: ragmon/ is copied before ragmon/monitor/ is put inside it
     for package, folder in sorted(package_dir.items()):
         target = work / "src" / Path(*package.split("."))
-        shutil.copytree(ROOT / folder, target, ignore=ignore, dirs_exist_ok=True, copy_function=_copy_if_changed)
+        shutil.copytree(ROOT / folder, target, ignore=ignore, dirs_exist_ok=True, copy_function=copy_source)
     shutil.copytree(ROOT / "tests", work / "tests", ignore=ignore, dirs_exist_ok=True,
                     copy_function=_copy_if_changed)
     _copy_if_changed(pyproject, work / "pyproject.toml")
+    return bool(changed)
 
 
-def _copy_if_changed(source: str | Path, target: str | Path) -> None:
+def _copy_if_changed(source: str | Path, target: str | Path) -> bool:
     target = Path(target)
     if target.exists() and target.read_bytes() == Path(source).read_bytes():
-        return
+        return False
     shutil.copy2(source, target)
+    return True
 
 
 def statuses(work: Path) -> dict[str, str]:
@@ -124,7 +133,12 @@ def main(argv: list[str] | None = None) -> int:
     if not args.again:
         shutil.rmtree(WORK, ignore_errors=True)
     WORK.mkdir(exist_ok=True)
-    lay_out(WORK)
+    if lay_out(WORK) and args.again:
+        # mutmut records which tests call each function once per test, for the tests it has not
+        # seen before: a function added to a source since would be run against the new tests
+        # alone, and its mutants would "survive" every older test that reaches it. Without the
+        # record, mutmut makes it again from every test (a few minutes); the results are kept.
+        (WORK / "mutants" / "mutmut-stats.json").unlink(missing_ok=True)
     mutants = args.mutants
     if args.pending:
         mutants = [name for name, status in statuses(WORK).items()
