@@ -59,7 +59,7 @@ class PassageNamer:
     def passage_id(self, document: RawDocument) -> tuple[str | None, Derivation | None]:
         """The passage's id and how it was derived (None when it carried its own); (None, None)
         when nothing names it."""
-        if document.id:
+        if document.id:  # the first rule: SpanMapper._passages applies it itself, before calling this
             return document.id, None
         metadata = document.metadata
         for rule in self.passage_id_keys:

@@ -48,11 +48,11 @@ def lay_out(work: Path) -> bool:
     pyproject = ROOT / "pyproject.toml"
     package_dir = tomllib.loads(pyproject.read_text())["tool"]["setuptools"]["package-dir"]
     ignore = shutil.ignore_patterns("__pycache__", "*.pyc")
-    changed: list[Path] = []
+    changed = False
 
     def copy_source(source: str, target: str) -> None:
-        if _copy_if_changed(source, target):
-            changed.append(Path(target))
+        nonlocal changed
+        changed = _copy_if_changed(source, target) or changed
 
     # the outer packages first: ragmon/ is copied before ragmon/monitor/ is put inside it
     for package, folder in sorted(package_dir.items()):
@@ -61,7 +61,7 @@ def lay_out(work: Path) -> bool:
     shutil.copytree(ROOT / "tests", work / "tests", ignore=ignore, dirs_exist_ok=True,
                     copy_function=_copy_if_changed)
     _copy_if_changed(pyproject, work / "pyproject.toml")
-    return bool(changed)
+    return changed
 
 
 def _copy_if_changed(source: str | Path, target: str | Path) -> bool:
