@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from sqlalchemy import JSON, Column, Connection, Engine, Index, String, Text, and_, delete, func, or_, tuple_
+from sqlalchemy import JSON, Column, Connection, Engine, Index, String, Text, and_, delete, func, or_
 from sqlalchemy import select as core_select
 from sqlmodel import Field, Session, SQLModel
 
@@ -53,10 +53,15 @@ def add_turns(connection: Connection, rows: Sequence[dict[str, Any]], keep: int,
     connection.execute(conflict_insert(connection, _TABLE).on_conflict_do_nothing(index_elements=["trace_id"]),
                        sorted(({**row, "recorded_at": now, "caller_key_id": key_id} for row in rows),
                               key=lambda row: row["trace_id"]))
-    conversations = sorted({(row["tenant"], row["conversation"]) for row in rows})
-    crowded = connection.execute(
-        core_select(_C.tenant, _C.conversation).where(tuple_(_C.tenant, _C.conversation).in_(conversations))
-        .group_by(_C.tenant, _C.conversation).having(func.count() > keep)).all()
+    by_tenant: dict[str, set[str]] = {}
+    for row in rows:
+        by_tenant.setdefault(row["tenant"], set()).add(row["conversation"])
+    # one query per tenant, ``tenant = ? AND conversation IN (...)``: SQLite answers a row-value
+    # ``(tenant, conversation) IN (...)`` by scanning the whole index, so every flush would read
+    # every turn stored
+    crowded = [row for tenant, held in sorted(by_tenant.items()) for row in connection.execute(
+        core_select(_C.tenant, _C.conversation).where(_C.tenant == tenant, _C.conversation.in_(sorted(held)))
+        .group_by(_C.tenant, _C.conversation).having(func.count() > keep))]
     for tenant, conversation in crowded:  # rare: a conversation longer than ``keep`` turns
         turns = connection.execute(core_select(_C.trace_id, _C.turn, _C.time).where(
             _C.tenant == tenant, _C.conversation == conversation)).all()

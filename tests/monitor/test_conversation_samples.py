@@ -5,13 +5,16 @@ negative feedback samples the conversation once (docs/sampling.md, "Conversation
 from __future__ import annotations
 
 import json
+import sqlite3
 import time
 
 import msgspec
 import pytest
 from click.testing import CliRunner
 from prometheus_client import CollectorRegistry
+from sqlalchemy import event as sql_event
 from sqlalchemy import func, select
+from sqlalchemy.engine import Engine
 
 from ragmon.monitor.app.cli import main
 from ragmon.monitor.app.wiring import build_runtime
@@ -101,6 +104,39 @@ def test_the_history_keeps_the_newest_turns_within_its_bounds_and_the_table_its_
     with make_engine(database_url).connect() as connection:  # the newest 4 x history_turns per conversation
         kept = sorted(connection.execute(select(ConversationTurn.turn)).scalars())
     assert kept == list(range(4, 12))
+
+
+def test_a_batch_of_turns_reads_no_table_whole(tmp_path):
+    """Every statement a batch of several conversations' turns issues finds its rows through an
+    index (SQLite's own query plan for it). A row-value ``(tenant, conversation) IN (...)`` of more
+    than one pair is answered by scanning the whole index: each flush read every turn stored, and
+    a replay slowed as the table grew."""
+    url = f"sqlite:///{tmp_path / 'ragmon.db'}"
+    runtime = replica(tmp_path, url, "a")
+    issued: list[tuple[str, object]] = []
+
+    def remember(connection, cursor, statement, parameters, context, executemany):
+        if not executemany and statement.lstrip().upper().startswith(("SELECT", "UPDATE", "DELETE")):
+            issued.append((statement, parameters))
+
+    sql_event.listen(Engine, "before_cursor_execute", remember)
+    try:
+        for n in (1, 2, 3):
+            runtime.pipeline.process([RawRecord("file", msgspec.json.encode(
+                turn(f"t{c}-{n}", n, f"Question {n} of chat {c}?", conversation=f"chat-{c}", at=n)),
+                privilege=Privilege.TRUSTED) for c in range(5)])
+    finally:
+        sql_event.remove(Engine, "before_cursor_execute", remember)
+        runtime.close()
+    assert any("conversation_turn" in statement for statement, _ in issued)
+    database = sqlite3.connect(tmp_path / "ragmon.db")
+    scans = {}
+    for statement, parameters in issued:
+        plan = [row[3] for row in database.execute("EXPLAIN QUERY PLAN " + statement, parameters)]
+        # the served-documents digest counts its rows when it prunes, once a minute, bounded by its cap
+        scans |= {step: statement for step in plan if step.startswith("SCAN ") and "CONSTANT" not in step
+                  and not step.startswith("SCAN served_document")}
+    assert scans == {}
 
 
 def test_bounded_history_drops_the_oldest_turns_first():
