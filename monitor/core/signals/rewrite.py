@@ -143,7 +143,7 @@ class RewriteJudge:
         terms = dict.fromkeys(message.terms)
         for text in (*rewrites.values(), *((answered,) if answered is not None else ())):
             terms.update(dict.fromkeys(text.terms))
-        turn = Turn(trace.trace_id, trace.turn, trace.time, array("I", list(terms)[:MAX_TERMS]).tobytes(),
+        turn = Turn(hash(trace.trace_id), trace.turn, trace.time, array("I", list(terms)[:MAX_TERMS]).tobytes(),
                     (hash(message.spoken), len(message.spoken)),
                     None if answered is None else (hash(answered.spoken), len(answered.spoken)))
         return self.memory.add(f"{trace.tenant}\x00{trace.conversation_id}", turn)

@@ -202,6 +202,7 @@ def test_the_memory_is_bounded_by_conversations_least_recently_active_first():
 def test_the_memory_keeps_hashes_of_a_bounded_number_of_terms_per_turn():
     judge = RewriteJudge(10)
     judge.judge(turn("t1", " ".join(f"word{i}" for i in range(1000)), None, answer="secret-project"))
-    (held,) = judge.memory._turns.values()
+    held = judge.memory.held("acme\x00c-1")
     assert len(held) == 1 and len(held[0].term_hashes()) == 128
     assert b"word" not in held[0].terms and "word0" not in repr(held[0])
+    assert len(judge.memory) == 1 and all(b"word" not in packed for packed in judge.memory._turns.values())
