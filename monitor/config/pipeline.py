@@ -100,8 +100,8 @@ class SignalsConfig(ConfigSection):
     rephrase_callers: PositiveInt = Field(100_000, description="Callers remembered for rephrase detection.")
     rewrite_conversations: PositiveInt = Field(
         50_000, description="Conversations whose last 4 turns are remembered (as hashes of their content terms, "
-        "at most about 2.3 KiB a conversation) to judge what a follow-up's searched query kept of them; a follow-up of a "
-        "conversation forgotten is counted as not judged (docs/signals.md, \"Rewrite\").")
+        "at most about 2.3 KiB a conversation) to judge what a follow-up's searched query kept of them; a follow-up "
+        "of a conversation forgotten is counted as not judged (docs/signals.md, \"Rewrite\").")
     recent_traces: PositiveInt = Field(200_000, description="Traces remembered to join late feedback to.")
     late_judging_traces: NonNegativeInt = Field(
         10_000, description="Traces kept after they were judged, to judge again when the catalog changes the "
