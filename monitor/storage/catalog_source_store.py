@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 import msgspec
-from sqlalchemy import Engine, Table, Text, delete, select, tuple_
+from sqlalchemy import Engine, Table, Text, delete, select
 from sqlalchemy.exc import SQLAlchemyError
 from sqlmodel import Field, SQLModel
 
@@ -75,11 +75,17 @@ class SourceStateStore:
         if not rows and not gone:
             return
         try:
+            by_index: dict[str, list[str]] = {}
+            for index_name, doc_id in gone:
+                by_index.setdefault(index_name, []).append(doc_id)
             with self._engine.begin() as connection:
-                for start in range(0, len(gone), _CHUNK):
-                    keys = gone[start:start + _CHUNK]
-                    connection.execute(delete(_TABLE).where(
-                        _TABLE.c.source == source, tuple_(_TABLE.c.index_name, _TABLE.c.doc_id).in_(keys)))
+                # per index name, ``doc_id IN (...)``: SQLite answers a row-value ``(index_name,
+                # doc_id) IN (...)`` by reading every row of the source, once per chunk
+                for index_name, doc_ids in sorted(by_index.items()):
+                    for start in range(0, len(doc_ids), _CHUNK):
+                        connection.execute(delete(_TABLE).where(
+                            _TABLE.c.source == source, _TABLE.c.index_name == index_name,
+                            _TABLE.c.doc_id.in_(doc_ids[start:start + _CHUNK])))
                 for start in range(0, len(rows), _CHUNK):
                     statement = conflict_insert(connection, _TABLE)
                     statement = statement.on_conflict_do_update(

@@ -6,17 +6,22 @@ from __future__ import annotations
 import json
 import logging
 import os
+import sqlite3
 
 import pytest
 from prometheus_client import CollectorRegistry, generate_latest
+from sqlalchemy import event as sql_event
 from sqlalchemy import text
+from sqlalchemy.engine import Engine
 
 from ragmon.exporters.prometheus import metric_sum
 from ragmon.monitor.app.wiring import build_catalog_sync, build_runtime
 from ragmon.monitor.config.settings import load_settings
 from ragmon.monitor.core.catalog import Catalog
+from ragmon.monitor.core.model import DocumentEvent, IndexEvent
 from ragmon.monitor.storage.catalog_source_store import SourceStateStore
 from ragmon.monitor.storage.catalog_store import load_catalog
+from ragmon.monitor.storage.store import make_engine, upgrade
 
 
 def runtime_for(tmp_path, sources, **env):
@@ -293,3 +298,33 @@ def test_sync_and_digest_on_postgresql(postgres, tmp_path):
     catalog = Catalog()
     load_catalog(make_engine(url), catalog)
     assert catalog.document("c.md").deleted and catalog.document("b.md").version != catalog.document("a.md").version
+
+
+def test_a_snapshot_replaced_keeps_what_stayed_and_deletes_what_went_each_row_by_its_whole_key(tmp_path):
+    """Documents and index entries gone from a source, over two indexes, are deleted, each through
+    the table's key (SQLite's own query plan): a row-value ``(index_name, doc_id) IN (...)`` made
+    SQLite read every row of the source once per chunk of deletions."""
+    engine = make_engine(f"sqlite:///{tmp_path / 'ragmon.db'}")
+    upgrade(engine)
+    store = SourceStateStore(engine)
+    documents = {f"d{n}": DocumentEvent(f"d{n}", "v1", 1.0) for n in range(6)}
+    entries = {(index, f"d{n}"): IndexEvent(index, f"d{n}", "v1", 2.0) for index in ("a", "b") for n in range(6)}
+    store.replace("docs", ({}, {}), (documents, entries))
+    kept_documents = {k: v for k, v in documents.items() if k in ("d0", "d1")}
+    kept_entries = {k: v for k, v in entries.items() if k in (("a", "d0"), ("b", "d5"))}
+    deletes: list[tuple[str, object]] = []
+
+    def remember(connection, cursor, statement, parameters, context, executemany):
+        if statement.lstrip().upper().startswith("DELETE"):
+            deletes.append((statement, parameters))
+
+    sql_event.listen(Engine, "before_cursor_execute", remember)
+    try:
+        store.replace("docs", (documents, entries), (kept_documents, kept_entries))
+    finally:
+        sql_event.remove(Engine, "before_cursor_execute", remember)
+    assert store.load("docs") == (kept_documents, kept_entries)
+    database = sqlite3.connect(tmp_path / "ragmon.db")
+    plans = [row[3] for statement, parameters in deletes
+             for row in database.execute("EXPLAIN QUERY PLAN " + statement, parameters)]
+    assert deletes and all("source=? AND index_name=? AND doc_id=?" in plan for plan in plans), plans
