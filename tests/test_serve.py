@@ -9,6 +9,7 @@ import signal
 import sqlite3
 import threading
 import time
+from datetime import UTC, datetime
 
 import httpx
 import msgspec
@@ -57,6 +58,21 @@ def test_sigterm_finishes_the_request_in_flight(tmp_path):
 
 @pytest.mark.slow
 def test_the_demo_finds_every_injected_incident(tmp_path):
+    _the_demo_finds_every_injected_incident(tmp_path)
+
+
+@pytest.mark.slow
+def test_the_demo_run_late_on_a_friday_exports_its_busy_week(tmp_path, monkeypatch):
+    """The demo's simulated days start five days back: run late on a Friday (UTC), they start minutes
+    before a Monday, and the week before holds only those minutes. The export takes the busy week."""
+    late_friday = datetime(2026, 12, 4, 23, 50, tzinfo=UTC).timestamp()
+    offset = late_friday - time.time()
+    real_time = time.time
+    monkeypatch.setattr(time, "time", lambda: real_time() + offset)
+    _the_demo_finds_every_injected_incident(tmp_path)
+
+
+def _the_demo_finds_every_injected_incident(tmp_path):
     out = tmp_path / "demo.json"
     batches = tmp_path / "batches"
     result = CliRunner().invoke(main, ["demo", "--traces", "8000", "--seconds", "1", "--json-file", str(out),

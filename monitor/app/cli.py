@@ -584,8 +584,11 @@ def demo(ctx: click.Context, traces: int, seconds: float, json_out: Path | None,
 
 
 def _demo_export(engine, batch_dir: Path) -> tuple[str, int, Path] | None:
-    """The weekly pull of the demo's newest complete week (else its newest), as ``samples pull``
-    writes it: (week, cases, directory), or None when nothing was sampled."""
+    """The weekly pull of the demo's busiest week, as ``samples pull`` writes it: (week, cases,
+    directory), or None when nothing was sampled.
+
+    The demo's few simulated days often cross a Monday, and which side holds the most depends on the
+    day it runs: started late on a Sunday five days back, the older week holds minutes of traffic."""
     from ragmon.monitor.labeling.sample_store import SampleStore
     from ragmon.monitor.labeling.weekly import pull_week
 
@@ -593,7 +596,8 @@ def _demo_export(engine, batch_dir: Path) -> tuple[str, int, Path] | None:
     weeks = store.latest_weeks(2)
     if not weeks:
         return None
-    pulled = pull_week(store, weeks[-1], directory=batch_dir / weeks[-1])
+    busiest = max(weeks, key=lambda week: store.count(week=week))
+    pulled = pull_week(store, busiest, directory=batch_dir / busiest)
     return pulled.week, pulled.cases, batch_dir / pulled.week
 
 
