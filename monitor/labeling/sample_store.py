@@ -31,6 +31,7 @@ from sqlalchemy import (
     Engine,
     Index,
     String,
+    bindparam,
     cast,
     delete,
     func,
@@ -48,7 +49,7 @@ from ragmon.monitor.core.errors import Retryable
 from ragmon.monitor.labeling import turn_store
 from ragmon.monitor.labeling.quota import LEAK, Claim, WeekState
 from ragmon.monitor.labeling.sampling import DropReason
-from ragmon.monitor.storage.upsert import conflict_insert
+from ragmon.monitor.storage.upsert import conflict_statement
 
 Status = Literal["queued", "exported", "labeled", "discarded"]
 STATUSES: tuple[str, ...] = ("queued", "exported", "labeled", "discarded")
@@ -89,6 +90,22 @@ class SampleClaim(SQLModel, table=True):
     updated_at: float
     # the id of the caller key its keyed ids were made with (keyring.key_id); "" before 0014
     caller_key_id: str = Field(default="", sa_column=Column(String(16), nullable=False, server_default=""))
+
+
+# What every admission asks, built once with its values bound when executed: a statement built per
+# batch keeps its values (the batch's trace ids, fingerprints) in reference cycles among its clause
+# objects, which only the garbage collector's rare full collections free.
+_TABLE = Sample.__table__  # type: ignore[attr-defined]
+_SAMPLE = _TABLE.c
+_CLAIM = SampleClaim.__table__.c  # type: ignore[attr-defined]
+_STORED_WEEKS = core_select(_SAMPLE.trace_id, _SAMPLE.tenant, _SAMPLE.week).where(
+    _SAMPLE.trace_id.in_(bindparam("trace_ids", expanding=True)))
+_CLAIMS = core_select(_CLAIM.stratum, _CLAIM.fingerprint, _CLAIM.trace_id, _CLAIM.rank).where(
+    _CLAIM.tenant == bindparam("tenant"), _CLAIM.week == bindparam("week"),
+    _CLAIM.fingerprint.in_(bindparam("fingerprints", expanding=True)))
+_RESTRATIFIED = update(_TABLE).where(_SAMPLE.trace_id == bindparam("wanted")).values(
+    strata=bindparam("new_strata", type_=_SAMPLE.strata.type), updated_at=bindparam("now"))
+_DISPLACED = delete(_TABLE).where(_SAMPLE.trace_id.in_(bindparam("trace_ids", expanding=True)))
 
 
 @dataclass
@@ -191,8 +208,8 @@ class SampleStore:
                 turn_store.add_turns(session.connection(), turns, 4 * self._history_turns, self._clock(), self._key_id)
                 # a trace already stored stays in its tenant-week (a trace id sent again with another
                 # tenant or time, or two ids that redact alike)
-                for trace_id, tenant, week in session.exec(select(Sample.trace_id, Sample.tenant, Sample.week).where(
-                        col(Sample.trace_id).in_(list(merged)))):
+                for trace_id, tenant, week in session.connection().execute(_STORED_WEEKS,
+                                                                           {"trace_ids": list(merged)}):
                     merged[trace_id].tenant, merged[trace_id].week = tenant, week
                 groups: dict[tuple[str, str], dict[str, NewSample]] = {}
                 for trace_id, sample in merged.items():
@@ -224,15 +241,12 @@ class SampleStore:
         rows = _week_rows(session, tenant, week)
         fingerprints = sorted({s.fingerprint for s in group.values()}
                               | {key for s in group.values() for key in s.claim_keys.values()})
-        claim = SampleClaim.__table__.c  # type: ignore[attr-defined]
         state = WeekState(strata={t: set(strata) for t, (strata, _, _) in rows.items()},
                           ranks={t: rank for t, (_, _, rank) in rows.items()},
                           fixed={t for t, (_, status, _) in rows.items() if status != "queued"},
                           claims={(stratum, fingerprint): Claim(trace_id, rank)
                                   for stratum, fingerprint, trace_id, rank in session.connection().execute(
-                                      core_select(claim.stratum, claim.fingerprint, claim.trace_id, claim.rank)
-                                      .where(claim.tenant == tenant, claim.week == week,
-                                             claim.fingerprint.in_(fingerprints)))})
+                                      _CLAIMS, {"tenant": tenant, "week": week, "fingerprints": fingerprints})})
         for trace_id, sample in group.items():
             if trace_id not in state.strata and total_cap is not None and totals[week] >= total_cap:
                 admission.dropped += [DropReason.WEEKLY_TOTAL_CAP.value] * len(sample.strata - {LEAK})
@@ -261,13 +275,12 @@ class SampleStore:
                     "payload": payload, "rank": sample.rank, "caller_key_id": self._key_id})
                 admission.created.append(trace_id)
             elif row[0] != strata:
-                session.execute(update(Sample).where(col(Sample.trace_id) == trace_id)
-                                .values(strata=sorted(strata), updated_at=now))
+                session.execute(_RESTRATIFIED, {"wanted": trace_id, "new_strata": sorted(strata), "now": now})
         if created:  # one bulk insert: no ORM object and unit of work per sample
             session.execute(insert(Sample), created)
         gone = sorted(rows.keys() - state.strata.keys())
         if gone:
-            session.execute(delete(Sample).where(col(Sample.trace_id).in_(gone)))
+            session.execute(_DISPLACED, {"trace_ids": gone})
         claims = []
         for stratum, fingerprint in sorted(state.changed_claims):
             claim = state.claims[stratum, fingerprint]
@@ -493,8 +506,7 @@ def _store_claims(session: Session, claims: list[dict[str, Any]]) -> None:
     if not claims:
         return
     connection = session.connection()
-    statement = conflict_insert(connection, SampleClaim.__table__)  # type: ignore[attr-defined]
-    connection.execute(statement.on_conflict_do_update(
-        index_elements=list(_CLAIM_KEY),
-        set_={name: statement.excluded[name] for name in ("trace_id", "rank", "updated_at", "caller_key_id")}),
+    connection.execute(conflict_statement(connection, SampleClaim.__table__, "claims", lambda insert: (  # type: ignore[attr-defined]
+        insert.on_conflict_do_update(index_elements=list(_CLAIM_KEY), set_={
+            name: insert.excluded[name] for name in ("trace_id", "rank", "updated_at", "caller_key_id")}))),
         claims)

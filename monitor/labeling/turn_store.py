@@ -15,12 +15,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from sqlalchemy import JSON, Column, Connection, Engine, Index, String, Text, and_, delete, func, or_
+from sqlalchemy import JSON, Column, Connection, Engine, Index, String, Text, and_, bindparam, delete, func, or_
 from sqlalchemy import select as core_select
 from sqlmodel import Field, Session, SQLModel
 
 from ragmon.monitor.labeling.conversation import bounded_history, is_earlier, order_key
-from ragmon.monitor.storage.upsert import conflict_insert
+from ragmon.monitor.storage.upsert import conflict_statement
 
 
 class ConversationTurn(SQLModel, table=True):
@@ -42,6 +42,18 @@ class ConversationTurn(SQLModel, table=True):
 _TABLE = ConversationTurn.__table__  # type: ignore[attr-defined]
 _C = _TABLE.c
 
+# The statements every flush runs are built once, their values bound when they are executed: a
+# statement built per call keeps its values (here, a batch's conversation pseudonyms) in reference
+# cycles among its clause objects, which only the garbage collector's rare full collections free.
+# One query per tenant, ``tenant = ? AND conversation IN (...)``: SQLite answers a row-value
+# ``(tenant, conversation) IN (...)`` by scanning the whole index, so every flush would read every
+# turn stored.
+_CROWDED = (core_select(_C.tenant, _C.conversation)
+            .where(_C.tenant == bindparam("tenant"), _C.conversation.in_(bindparam("conversations", expanding=True)))
+            .group_by(_C.tenant, _C.conversation).having(func.count() > bindparam("keep")))
+_HISTORIES = core_select(_C.trace_id, _C.conversation, _C.turn, _C.time, _C.message, _C.searched, _C.answer).where(
+    _C.tenant == bindparam("tenant"), _C.conversation.in_(bindparam("conversations", expanding=True)))
+
 
 def add_turns(connection: Connection, rows: Sequence[dict[str, Any]], keep: int, now: float, key_id: str) -> None:
     """Store the turn summaries ``rows`` (a turn stored already is left as it is), then delete the
@@ -50,18 +62,15 @@ def add_turns(connection: Connection, rows: Sequence[dict[str, Any]], keep: int,
     if not rows:
         return
     # in trace id order: two replicas given the same turns (a redelivery) take their keys alike
-    connection.execute(conflict_insert(connection, _TABLE).on_conflict_do_nothing(index_elements=["trace_id"]),
+    connection.execute(conflict_statement(connection, _TABLE, "new turns",
+                                          lambda insert: insert.on_conflict_do_nothing(index_elements=["trace_id"])),
                        sorted(({**row, "recorded_at": now, "caller_key_id": key_id} for row in rows),
                               key=lambda row: row["trace_id"]))
     by_tenant: dict[str, set[str]] = {}
     for row in rows:
         by_tenant.setdefault(row["tenant"], set()).add(row["conversation"])
-    # one query per tenant, ``tenant = ? AND conversation IN (...)``: SQLite answers a row-value
-    # ``(tenant, conversation) IN (...)`` by scanning the whole index, so every flush would read
-    # every turn stored
     crowded = [row for tenant, held in sorted(by_tenant.items()) for row in connection.execute(
-        core_select(_C.tenant, _C.conversation).where(_C.tenant == tenant, _C.conversation.in_(sorted(held)))
-        .group_by(_C.tenant, _C.conversation).having(func.count() > keep))]
+        _CROWDED, {"tenant": tenant, "conversations": sorted(held), "keep": keep})]
     for tenant, conversation in crowded:  # rare: a conversation longer than ``keep`` turns
         turns = connection.execute(core_select(_C.trace_id, _C.turn, _C.time).where(
             _C.tenant == tenant, _C.conversation == conversation)).all()
@@ -77,9 +86,8 @@ def histories(session: Session, tenant: str, graded: Sequence[tuple[str, str, in
     One query for them all: a batch's new samples of a tenant-week are looked up together."""
     if not graded:
         return {}
-    rows = session.connection().execute(core_select(
-        _C.trace_id, _C.conversation, _C.turn, _C.time, _C.message, _C.searched, _C.answer).where(
-        _C.tenant == tenant, _C.conversation.in_(sorted({g[1] for g in graded})))).all()
+    rows = session.connection().execute(
+        _HISTORIES, {"tenant": tenant, "conversations": sorted({g[1] for g in graded})}).all()
     by_conversation: dict[str, list[Any]] = {}
     for row in rows:
         by_conversation.setdefault(row.conversation, []).append(row)

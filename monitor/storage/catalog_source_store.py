@@ -14,7 +14,7 @@ from sqlmodel import Field, SQLModel
 
 from ragmon.monitor.core.errors import Retryable
 from ragmon.monitor.core.model import DocumentEvent, IndexEvent
-from ragmon.monitor.storage.upsert import conflict_insert
+from ragmon.monitor.storage.upsert import conflict_statement
 
 DOCUMENT = ""  # the index_name of a document's row: an index name is never empty
 _CHUNK = 500  # rows per statement
@@ -87,10 +87,10 @@ class SourceStateStore:
                             _TABLE.c.source == source, _TABLE.c.index_name == index_name,
                             _TABLE.c.doc_id.in_(doc_ids[start:start + _CHUNK])))
                 for start in range(0, len(rows), _CHUNK):
-                    statement = conflict_insert(connection, _TABLE)
-                    statement = statement.on_conflict_do_update(
-                        index_elements=["source", "index_name", "doc_id"], set_={"event": statement.excluded.event})
-                    connection.execute(statement, rows[start:start + _CHUNK])
+                    connection.execute(conflict_statement(connection, _TABLE, "events", lambda insert: (
+                        insert.on_conflict_do_update(index_elements=["source", "index_name", "doc_id"],
+                                                     set_={"event": insert.excluded.event}))),
+                                       rows[start:start + _CHUNK])
         except SQLAlchemyError as error:
             raise Retryable(f"catalog source store: {type(error).__name__}") from error
 

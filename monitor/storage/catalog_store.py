@@ -32,7 +32,7 @@ from ragmon.monitor.core.catalog import Catalog, DocumentState, IndexedState
 from ragmon.monitor.core.errors import Retryable
 from ragmon.monitor.core.model import DocumentEvent, IndexEvent
 from ragmon.monitor.core.pipeline import Observation
-from ragmon.monitor.storage.upsert import conflict_insert
+from ragmon.monitor.storage.upsert import conflict_statement
 
 
 class CatalogDocument(SQLModel, table=True):
@@ -165,9 +165,10 @@ def next_revision(connection: Any) -> int:
     """Take the next catalog revision in ``connection``'s transaction (the counter's one row made by
     the first write); its row stays locked until the transaction ends, so revisions are committed
     in the order they are given out."""
-    statement = conflict_insert(connection, _REVISION).values(id=1, value=1)
-    statement = statement.on_conflict_do_update(index_elements=["id"], set_={"value": _REVISION.c.value + 1})
-    return connection.execute(statement.returning(_REVISION.c.value)).scalar_one()
+    statement = conflict_statement(connection, _REVISION, "next", lambda insert: (
+        insert.values(id=1, value=1).on_conflict_do_update(index_elements=["id"], set_={"value": _REVISION.c.value + 1})
+        .returning(_REVISION.c.value)))
+    return connection.execute(statement).scalar_one()
 
 
 def _document_row(state: DocumentState) -> dict[str, Any]:
@@ -212,9 +213,9 @@ def _upsert(connection: Any, table: Table, rows: Sequence[dict[str, Any]], keys:
     """Insert ``rows`` (already in key order), or update the existing row where ``is_newer``."""
     if not rows:
         return  # an empty executemany would run the statement once, with no values
-    statement = conflict_insert(connection, table)
-    new = statement.excluded
-    statement = statement.on_conflict_do_update(
-        index_elements=list(keys), set_={c.name: new[c.name] for c in table.columns if c.name not in keys},
-        where=is_newer(table.c, new))
+    statement = conflict_statement(connection, table, ("newer rows", keys, is_newer), lambda insert: (
+        insert.on_conflict_do_update(
+            index_elements=list(keys),
+            set_={c.name: insert.excluded[c.name] for c in table.columns if c.name not in keys},
+            where=is_newer(table.c, insert.excluded))))
     connection.execute(statement, list(rows))  # the driver sends the rows in order

@@ -14,7 +14,7 @@ from sqlalchemy.exc import SQLAlchemyError
 from sqlmodel import col
 
 from ragmon.monitor.core.errors import Retryable
-from ragmon.monitor.storage.upsert import conflict_insert
+from ragmon.monitor.storage.upsert import conflict_statement
 
 #: A column and the stored value (or any of the stored values) a reader asks for; None: any row.
 Wanted = tuple[Any, str | tuple[str, ...] | None]
@@ -27,7 +27,8 @@ def insert_new_keys(engine: Engine, table: Table, rows: Sequence[dict[str, Any]]
         return
     try:
         with engine.begin() as connection:
-            connection.execute(conflict_insert(connection, table).on_conflict_do_nothing(index_elements=["key"]),
+            connection.execute(conflict_statement(connection, table, "new keys",
+                                                  lambda insert: insert.on_conflict_do_nothing(index_elements=["key"])),
                                list(rows))
     except SQLAlchemyError as error:
         raise Retryable(f"{store}: {type(error).__name__}") from error

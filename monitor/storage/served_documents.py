@@ -17,6 +17,7 @@ import logging
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 from sqlalchemy import Engine, Table, case, delete, func, select
 from sqlalchemy.exc import SQLAlchemyError
@@ -25,7 +26,7 @@ from sqlmodel import Field, SQLModel
 from ragmon.monitor.core.model import TraceEvent
 from ragmon.monitor.core.pipeline import Observation
 from ragmon.monitor.core.signals.results import LateSignals
-from ragmon.monitor.storage.upsert import conflict_insert
+from ragmon.monitor.storage.upsert import conflict_statement
 
 WRITE_SECONDS = 5.0
 PRUNE_SECONDS = 300.0
@@ -49,6 +50,15 @@ class ServedDocument(SQLModel, table=True):
 
 
 _TABLE: Table = ServedDocument.__table__  # type: ignore[assignment]
+
+
+def _add_counts(insert: Any) -> Any:
+    """The upsert that adds a write's passage counts to the stored ones, keeping the later last sighting."""
+    new = insert.excluded
+    return insert.on_conflict_do_update(
+        index_elements=["index_name", "tenant", "doc_id", "doc_version", "id_only"],
+        set_={"passages": _TABLE.c.passages + new.passages,
+              "last_seen": case((new.last_seen > _TABLE.c.last_seen, new.last_seen), else_=_TABLE.c.last_seen)})
 
 
 @dataclass(frozen=True, slots=True)
@@ -144,14 +154,7 @@ class ServedDocuments:
         try:
             with self._engine.begin() as connection:
                 if pending:
-                    statement = conflict_insert(connection, _TABLE)
-                    new = statement.excluded
-                    statement = statement.on_conflict_do_update(
-                        index_elements=["index_name", "tenant", "doc_id", "doc_version", "id_only"],
-                        set_={"passages": _TABLE.c.passages + new.passages,
-                              "last_seen": case((new.last_seen > _TABLE.c.last_seen, new.last_seen),
-                                                else_=_TABLE.c.last_seen)})
-                    connection.execute(statement, [
+                    connection.execute(conflict_statement(connection, _TABLE, "counts", _add_counts), [
                         {"index_name": k[0], "tenant": k[1], "doc_id": k[2], "doc_version": k[3], "id_only": k[4],
                          "passages": int(v[0]), "last_seen": v[1]} for k, v in sorted(pending.items())])
                 if now - self._pruned_at >= PRUNE_SECONDS:
