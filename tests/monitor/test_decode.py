@@ -91,6 +91,22 @@ def test_a_chat_turn_carries_the_users_message_the_searched_queries_and_its_turn
     assert isinstance(empty, TraceEvent) and empty.retrievals[0].searched(empty) == ""
 
 
+def test_traces_share_one_string_of_each_tenant_and_index_name(monkeypatch):
+    """The memories of recent traces hold every trace's tenant and index name: each decoded trace
+    names them with the one string alive, not copies of its own, on the fast path and through the
+    thorough checker alike."""
+    # names made at run time, not constants of this module the compiler would share anyway
+    def body(n: int) -> bytes:
+        return json.dumps(trace(trace_id=f"t{n}", tenant="".join(["ac", "me-", "7"]),
+                                index={"name": "".join(["poli", "cies-", "7"])})).encode()
+
+    traces = [decoder().decode(body(n)) for n in (1, 2)]
+    monkeypatch.setattr(Decoder, "_trace_fits", lambda self, trace, latest: False)  # the checker's way
+    traces.append(decoder().decode(body(3)))
+    assert all(t.tenant == "acme-7" and t.index.name == "policies-7" for t in traces)
+    assert len({id(t.tenant) for t in traces}) == 1 and len({id(t.index.name) for t in traces}) == 1
+
+
 def test_other_event_kinds_decode():
     d = decoder()
     fb = d.decode(b'{"type":"feedback","trace_id":"t","kind":"thumb","value":"down","time":1796000000}')
