@@ -9,7 +9,7 @@ from typing import Any
 from sqlalchemy import Connection, Table
 from sqlalchemy.dialects import postgresql, sqlite
 
-_BUILT: dict[tuple[str, Hashable], Any] = {}
+_BUILT: dict[tuple[str, Table, Hashable], Any] = {}
 
 
 def conflict_insert(connection: Connection, table: Table) -> Any:
@@ -20,13 +20,13 @@ def conflict_insert(connection: Connection, table: Table) -> Any:
 
 
 def conflict_statement(connection: Connection, table: Table, key: Hashable, build: Callable[[Any], Any]) -> Any:
-    """``build(conflict_insert(connection, table))``, built once per dialect and ``key`` (what names
+    """``build(conflict_insert(connection, table))``, built once per dialect, table and ``key`` (what names
     the statement among those of ``table``) and reused: executed with its rows as parameters.
 
     Statements written to on every flush are built once because each one built anew leaves its
     clause objects in reference cycles (an insert's ``excluded`` namespace copies every column of
     the table), which only the garbage collector's rare full collections free."""
-    cache_key = (connection.dialect.name, (table.name, key))
+    cache_key = (connection.dialect.name, table, key)
     statement = _BUILT.get(cache_key)
     if statement is None:  # two threads building it at once build the same statement
         statement = _BUILT[cache_key] = build(conflict_insert(connection, table))
