@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 import msgspec
-from sqlalchemy import Engine, Table, Text, delete, select
+from sqlalchemy import Engine, Table, Text, bindparam, delete, select
 from sqlalchemy.exc import SQLAlchemyError
 from sqlmodel import Field, SQLModel
 
@@ -35,6 +35,12 @@ class CatalogSourceItem(SQLModel, table=True):
 
 
 _TABLE: Table = CatalogSourceItem.__table__  # type: ignore[assignment]
+# Rows gone from a source, deleted per index name with ``doc_id IN (...)``: SQLite answers a
+# row-value ``(index_name, doc_id) IN (...)`` by reading every row of the source, once per chunk.
+# Built once, its values bound when executed, as every statement run again and again
+# (``upsert.conflict_statement`` says why).
+_GONE = delete(_TABLE).where(_TABLE.c.source == bindparam("source"), _TABLE.c.index_name == bindparam("index_name"),
+                             _TABLE.c.doc_id.in_(bindparam("doc_ids", expanding=True)))
 
 
 class SourceStateStore:
@@ -79,18 +85,14 @@ class SourceStateStore:
             for index_name, doc_id in gone:
                 by_index.setdefault(index_name, []).append(doc_id)
             with self._engine.begin() as connection:
-                # per index name, ``doc_id IN (...)``: SQLite answers a row-value ``(index_name,
-                # doc_id) IN (...)`` by reading every row of the source, once per chunk
                 for index_name, doc_ids in sorted(by_index.items()):
                     for start in range(0, len(doc_ids), _CHUNK):
-                        connection.execute(delete(_TABLE).where(
-                            _TABLE.c.source == source, _TABLE.c.index_name == index_name,
-                            _TABLE.c.doc_id.in_(doc_ids[start:start + _CHUNK])))
+                        connection.execute(_GONE, {"source": source, "index_name": index_name,
+                                                   "doc_ids": doc_ids[start:start + _CHUNK]})
+                upsert = conflict_statement(connection, _TABLE, "events", lambda insert: insert.on_conflict_do_update(
+                    index_elements=["source", "index_name", "doc_id"], set_={"event": insert.excluded.event}))
                 for start in range(0, len(rows), _CHUNK):
-                    connection.execute(conflict_statement(connection, _TABLE, "events", lambda insert: (
-                        insert.on_conflict_do_update(index_elements=["source", "index_name", "doc_id"],
-                                                     set_={"event": insert.excluded.event}))),
-                                       rows[start:start + _CHUNK])
+                    connection.execute(upsert, rows[start:start + _CHUNK])
         except SQLAlchemyError as error:
             raise Retryable(f"catalog source store: {type(error).__name__}") from error
 
